@@ -1,0 +1,50 @@
+# gavel-slurm: `make demo` runs the main job, `make test` runs every test.
+# Each target installs what it needs on a fresh Debian machine.
+
+GO ?= go
+BIN := bin/gavel-slurm
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all deps build test unit-test integration-test bench demo fmt vet slurm-up slurm-down clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	@echo "build: $(BIN)"
+	@mkdir -p bin
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gavel-slurm
+
+fmt:
+	gofmt -l -w $$(git ls-files '*.go')
+
+vet: deps
+	$(GO) vet ./...
+
+# Unit tests, then the integration tests that need a real local Slurm.
+test: build vet unit-test integration-test
+
+unit-test: deps
+	@echo "test: unit tests"
+	$(GO) test -count=1 ./...
+
+integration-test: build
+	@bash scripts/integration-test.sh
+
+bench: build
+	@bash scripts/bench.sh
+
+demo: build
+	@bash scripts/demo.sh
+
+slurm-up:
+	@bash scripts/slurm-up.sh
+
+slurm-down:
+	@bash scripts/slurm-down.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,146 @@
+// Package policy computes Gavel allocations: for every job (or co-located
+// pair of jobs) the fraction of time it should spend on each GPU type, as the
+// optimum of a policy-specific linear program over measured throughputs.
+//
+// The package is pure: no I/O and no clocks. The daemon and the simulator
+// build a Problem from their own view of the cluster and call a Policy.
+package policy
+
+import (
+	"sort"
+	"strings"
+)
+
+// Problem is everything a policy needs to know about the cluster and jobs.
+// Its JSON form is the input of `gavel-slurm allocate`.
+type Problem struct {
+	// GPUs is the number of GPUs of each type in the cluster.
+	GPUs map[string]int `json:"cluster"`
+	// Costs is the optional price per GPU-hour of each type.
+	Costs map[string]float64 `json:"costs,omitempty"`
+	// Jobs in arrival order.
+	Jobs []Job `json:"jobs"`
+	// Entities groups jobs for hierarchical policies, keyed by Job.Entity.
+	Entities map[string]Entity `json:"entities,omitempty"`
+	// Pairs lists candidate space-sharing combinations for *_packed policies.
+	Pairs []Pair `json:"pairs,omitempty"`
+}
+
+// Job is one training job as the policies see it.
+type Job struct {
+	ID string `json:"id"`
+	// Throughputs is the job's whole-job step rate (steps/s at its scale
+	// factor) on each GPU type; 0 or missing means it cannot run there.
+	Throughputs map[string]float64 `json:"throughputs"`
+	// ScaleFactor is the number of GPUs the job needs at once.
+	ScaleFactor int `json:"scale_factor"`
+	// Weight is the job's priority weight (1 by default).
+	Weight float64 `json:"weight"`
+	// StepsRemaining is the number of steps still to run.
+	StepsRemaining float64 `json:"steps_remaining"`
+	// TimeSinceStart is the seconds since the job arrived.
+	TimeSinceStart float64 `json:"time_since_start"`
+	// IsolatedTime is the cumulative time the job would have needed so far
+	// under its isolated 1/n share (Themis' C_i).
+	IsolatedTime float64 `json:"isolated_time"`
+	// Arrival orders jobs for FIFO policies (smaller is earlier).
+	Arrival float64 `json:"arrival"`
+	// Entity names the job's group for hierarchical policies.
+	Entity string `json:"entity,omitempty"`
+	// SLO is the job's deadline in seconds from now; 0 means none.
+	SLO float64 `json:"slo,omitempty"`
+}
+
+// Entity is a group of jobs (a user, a lab) with a weight across entities
+// and a policy inside the entity.
+type Entity struct {
+	Weight float64 `json:"weight"`
+	// Policy is "fairness" (default) or "fifo".
+	Policy string `json:"policy"`
+}
+
+// Pair is a candidate co-location of two jobs on the same GPUs.
+type Pair struct {
+	Jobs [2]string `json:"jobs"`
+	// Throughputs per GPU type: each member's step rate while sharing.
+	Throughputs map[string][2]float64 `json:"throughputs"`
+}
+
+// Types returns the problem's GPU types in sorted order: the column order of
+// every Allocation computed for it.
+func (p *Problem) Types() []string {
+	types := make([]string, 0, len(p.GPUs))
+	for t := range p.GPUs {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return types
+}
+
+// Allocation is a policy's answer: the fraction of time each job or pair
+// should run on each GPU type.
+type Allocation struct {
+	Policy string
+	// Types are the columns of every row (sorted GPU type names).
+	Types []string
+	// Rows: one per job of the problem (in problem order), then one per
+	// pair that the policy uses.
+	Rows []Row
+	// Objective is the policy's objective value in the units the package
+	// documents for each policy family.
+	Objective float64
+	Stats     Stats
+}
+
+// Row is the allocation of one job or one co-located pair.
+type Row struct {
+	// Jobs holds one job id, or two for a pair.
+	Jobs []string
+	// Fractions of time per GPU type, indexed like Allocation.Types.
+	Fractions []float64
+}
+
+// Key names the row: the job id, or "a+b" for a pair.
+func (r Row) Key() string { return strings.Join(r.Jobs, "+") }
+
+// Stats describes the work done by the solver.
+type Stats struct {
+	// LPs is the number of linear programs solved.
+	LPs int `json:"lps"`
+	// Classes is the number of distinct job classes the LPs were built
+	// over (identical jobs share one set of variables).
+	Classes int `json:"classes"`
+	// Columns and Rows are the size of the largest LP solved.
+	Columns int `json:"columns"`
+	Rows    int `json:"rows"`
+}
+
+// Map returns the allocation as {row key: {type: fraction}}.
+func (a *Allocation) Map() map[string]map[string]float64 {
+	out := make(map[string]map[string]float64, len(a.Rows))
+	for _, r := range a.Rows {
+		m := make(map[string]float64, len(a.Types))
+		for i, t := range a.Types {
+			m[t] = r.Fractions[i]
+		}
+		out[r.Key()] = m
+	}
+	return out
+}
+
+// Policy computes allocations. Implementations may keep state between
+// calls (FIFO's sticky placements, a warm-start cache), so a daemon or a
+// simulation run owns one Policy value for its lifetime.
+type Policy interface {
+	// Name is the Gavel name of the policy, e.g. "max_min_fairness_perf".
+	Name() string
+	// Allocate computes the allocation for p. It must not modify p.
+	Allocate(p *Problem) (*Allocation, error)
+}
+
+// Options configure policies that need them.
+type Options struct {
+	// Seed feeds the randomized baselines (fifo's type choice, gandiva's
+	// pairing).
+	Seed int64
+}
