@@ -1,0 +1,413 @@
+// Package config reads the daemon's TOML configuration
+// (/etc/gavel-slurm/gavel-slurm.toml by default), applies command-line
+// overrides and validates the result. Every error names the offending key
+// so an operator can fix the file without reading code.
+//
+// The documented example of every key is etc/gavel-slurm.toml.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DefaultPath is where the daemon looks for its configuration.
+const DefaultPath = "/etc/gavel-slurm/gavel-slurm.toml"
+
+// Config is the validated configuration of the daemon.
+type Config struct {
+	Slurm     Slurm
+	Cluster   Cluster
+	Scheduler Scheduler
+	Daemon    Daemon
+}
+
+// Slurm says how to reach and drive the Slurm controller.
+type Slurm struct {
+	// RestURL is slurmrestd's base URL, e.g. http://127.0.0.1:6820.
+	RestURL string
+	// APIVersion is the slurmrestd data-parser version, e.g. "v0.0.41".
+	APIVersion string
+	// TokenFile holds the JWT sent as X-SLURM-USER-TOKEN; read at every
+	// request so a rotated token is picked up without a restart.
+	TokenFile string
+	// User is sent as X-SLURM-USER-NAME; it must be an admin (root or
+	// SlurmUser) to change other users' priorities.
+	User string
+	// Partitions are the partitions whose jobs the daemon manages.
+	Partitions []string
+	// Scontrol is the scontrol binary, used for requeue (slurmrestd has no
+	// requeue endpoint up to 24.11).
+	Scontrol string
+}
+
+// Cluster describes the GPU types the daemon schedules across.
+type Cluster struct {
+	// GPUTypes are the gres/gpu type names to schedule across; nodes
+	// with other types are ignored. Empty means every type found.
+	GPUTypes []string
+	// CostPerGPUHour is the optional price of each type, for the cost
+	// policies.
+	CostPerGPUHour map[string]float64
+	// Throughputs names the reference table used when a job's model has
+	// no measurement: "simulation" or "physical".
+	Throughputs string
+}
+
+// Scheduler holds the round mechanism's settings.
+type Scheduler struct {
+	// Policy is the Gavel policy name, e.g. max_min_fairness_perf.
+	Policy string
+	// Round is the length of one scheduling round.
+	Round time.Duration
+	// MinResetInterval is the shortest time between two allocation
+	// recomputations: arrivals and completions closer together than this
+	// are batched into one reset.
+	MinResetInterval time.Duration
+	// DefaultGrace is how long a running job has between the preemption
+	// signal and its requeue, unless its tag asks for another value.
+	DefaultGrace time.Duration
+	// GraceSignal is the signal sent at the start of the grace period.
+	GraceSignal string
+	// DryRun logs the actions instead of sending them.
+	DryRun bool
+}
+
+// Daemon holds the process's own settings.
+type Daemon struct {
+	// StateDir keeps the state database (state.db).
+	StateDir string
+	// Listen is the API's address: host:port, or unix:/path/to/socket.
+	Listen string
+	// LogLevel is zerolog's level name: debug, info, warn, error.
+	LogLevel string
+}
+
+// Default returns the configuration used for keys the file leaves out.
+func Default() Config {
+	return Config{
+		Slurm: Slurm{
+			RestURL:    "http://127.0.0.1:6820",
+			APIVersion: "v0.0.41",
+			TokenFile:  "/etc/gavel-slurm/slurm.jwt",
+			User:       "slurm",
+			Partitions: []string{"gpu"},
+			Scontrol:   "/usr/bin/scontrol",
+		},
+		Cluster: Cluster{Throughputs: "simulation"},
+		Scheduler: Scheduler{
+			Policy:           "max_min_fairness_perf",
+			Round:            6 * time.Minute,
+			MinResetInterval: 0,
+			DefaultGrace:     60 * time.Second,
+			GraceSignal:      "USR1",
+		},
+		Daemon: Daemon{
+			StateDir: "/var/lib/gavel-slurm",
+			Listen:   "127.0.0.1:8390",
+			LogLevel: "info",
+		},
+	}
+}
+
+// file mirrors the TOML layout. Durations are strings here so that a bad
+// value is reported with its key rather than as a decoder error.
+type file struct {
+	Slurm struct {
+		RestURL    *string  `toml:"rest_url"`
+		APIVersion *string  `toml:"api_version"`
+		TokenFile  *string  `toml:"token_file"`
+		User       *string  `toml:"user"`
+		Partitions []string `toml:"partitions"`
+		Scontrol   *string  `toml:"scontrol"`
+	} `toml:"slurm"`
+	Cluster struct {
+		GPUTypes       []string           `toml:"gpu_types"`
+		CostPerGPUHour map[string]float64 `toml:"cost_per_gpu_hour"`
+		Throughputs    *string            `toml:"throughputs"`
+	} `toml:"cluster"`
+	Scheduler struct {
+		Policy           *string `toml:"policy"`
+		Round            *string `toml:"round"`
+		MinResetInterval *string `toml:"min_reset_interval"`
+		DefaultGrace     *string `toml:"default_grace"`
+		GraceSignal      *string `toml:"grace_signal"`
+		DryRun           *bool   `toml:"dry_run"`
+	} `toml:"scheduler"`
+	Daemon struct {
+		StateDir *string `toml:"state_dir"`
+		Listen   *string `toml:"listen"`
+		LogLevel *string `toml:"log_level"`
+	} `toml:"daemon"`
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes TOML text over the defaults and validates the result.
+// Unknown keys are an error: a misspelt key silently ignored would leave
+// the daemon running with a value the operator did not choose.
+func Parse(data []byte) (*Config, error) {
+	var f file
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return nil, fmt.Errorf("unknown key %s", strings.Join(keys, ", "))
+	}
+	c := Default()
+	setString(&c.Slurm.RestURL, f.Slurm.RestURL)
+	setString(&c.Slurm.APIVersion, f.Slurm.APIVersion)
+	setString(&c.Slurm.TokenFile, f.Slurm.TokenFile)
+	setString(&c.Slurm.User, f.Slurm.User)
+	if f.Slurm.Partitions != nil {
+		c.Slurm.Partitions = f.Slurm.Partitions
+	}
+	setString(&c.Slurm.Scontrol, f.Slurm.Scontrol)
+	if f.Cluster.GPUTypes != nil {
+		c.Cluster.GPUTypes = f.Cluster.GPUTypes
+	}
+	if f.Cluster.CostPerGPUHour != nil {
+		c.Cluster.CostPerGPUHour = f.Cluster.CostPerGPUHour
+	}
+	setString(&c.Cluster.Throughputs, f.Cluster.Throughputs)
+	setString(&c.Scheduler.Policy, f.Scheduler.Policy)
+	durations := []struct {
+		key string
+		src *string
+		dst *time.Duration
+	}{
+		{"scheduler.round", f.Scheduler.Round, &c.Scheduler.Round},
+		{"scheduler.min_reset_interval", f.Scheduler.MinResetInterval, &c.Scheduler.MinResetInterval},
+		{"scheduler.default_grace", f.Scheduler.DefaultGrace, &c.Scheduler.DefaultGrace},
+	}
+	for _, d := range durations {
+		if d.src == nil {
+			continue
+		}
+		v, err := parseDuration(d.key, *d.src)
+		if err != nil {
+			return nil, err
+		}
+		*d.dst = v
+	}
+	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
+	if f.Scheduler.DryRun != nil {
+		c.Scheduler.DryRun = *f.Scheduler.DryRun
+	}
+	setString(&c.Daemon.StateDir, f.Daemon.StateDir)
+	setString(&c.Daemon.Listen, f.Daemon.Listen)
+	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func setString(dst *string, src *string) {
+	if src != nil {
+		*dst = *src
+	}
+}
+
+func parseDuration(key, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a duration (examples: 20s, 6m, 1h30m)", key, s)
+	}
+	return d, nil
+}
+
+// Overridable lists the keys Set accepts, with the flag that sets each.
+var Overridable = map[string]string{
+	"slurm.rest_url":    "slurmrestd-url",
+	"slurm.token_file":  "token-file",
+	"slurm.partitions":  "partitions",
+	"scheduler.policy":  "policy",
+	"scheduler.round":   "round",
+	"daemon.state_dir":  "state-dir",
+	"daemon.listen":     "listen",
+	"scheduler.dry_run": "dry-run",
+}
+
+// Set overrides one key with a command-line value. Call Validate after the
+// last override.
+func (c *Config) Set(key, value string) error {
+	switch key {
+	case "slurm.rest_url":
+		c.Slurm.RestURL = value
+	case "slurm.token_file":
+		c.Slurm.TokenFile = value
+	case "slurm.partitions":
+		c.Slurm.Partitions = splitList(value)
+	case "scheduler.policy":
+		c.Scheduler.Policy = value
+	case "scheduler.round":
+		d, err := parseDuration(key, value)
+		if err != nil {
+			return err
+		}
+		c.Scheduler.Round = d
+	case "scheduler.dry_run":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a boolean", key, value)
+		}
+		c.Scheduler.DryRun = b
+	case "daemon.state_dir":
+		c.Daemon.StateDir = value
+	case "daemon.listen":
+		c.Daemon.Listen = value
+	default:
+		return fmt.Errorf("%s: not a key that can be overridden", key)
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// namePattern is what Slurm accepts for partition names and gres types.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+var signals = map[string]bool{"USR1": true, "USR2": true, "TERM": true, "INT": true, "HUP": true, "CONT": true}
+
+// Validate checks every value and returns all the problems found, each
+// named by its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+
+	if u, err := url.Parse(c.Slurm.RestURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("slurm.rest_url", "%q is not an http(s) URL", c.Slurm.RestURL)
+	}
+	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
+		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.41", c.Slurm.APIVersion)
+	}
+	if c.Slurm.TokenFile == "" {
+		bad("slurm.token_file", "must not be empty")
+	}
+	if c.Slurm.User == "" {
+		bad("slurm.user", "must not be empty")
+	}
+	if len(c.Slurm.Partitions) == 0 {
+		bad("slurm.partitions", "must name at least one partition")
+	}
+	for _, p := range c.Slurm.Partitions {
+		if !namePattern.MatchString(p) {
+			bad("slurm.partitions", "%q is not a partition name", p)
+		}
+	}
+	if c.Slurm.Scontrol == "" {
+		bad("slurm.scontrol", "must not be empty")
+	}
+
+	types := map[string]bool{}
+	for _, t := range c.Cluster.GPUTypes {
+		if !namePattern.MatchString(t) {
+			bad("cluster.gpu_types", "%q is not a GPU type name", t)
+		}
+		if types[t] {
+			bad("cluster.gpu_types", "%q is listed twice", t)
+		}
+		types[t] = true
+	}
+	costTypes := make([]string, 0, len(c.Cluster.CostPerGPUHour))
+	for t := range c.Cluster.CostPerGPUHour {
+		costTypes = append(costTypes, t)
+	}
+	sort.Strings(costTypes)
+	for _, t := range costTypes {
+		v := c.Cluster.CostPerGPUHour[t]
+		if v < 0 {
+			bad("cluster.cost_per_gpu_hour."+t, "%g is negative", v)
+		}
+		if len(types) > 0 && !types[t] {
+			bad("cluster.cost_per_gpu_hour."+t, "%q is not in cluster.gpu_types", t)
+		}
+	}
+	if c.Cluster.Throughputs != "simulation" && c.Cluster.Throughputs != "physical" {
+		bad("cluster.throughputs", "%q is neither \"simulation\" nor \"physical\"", c.Cluster.Throughputs)
+	}
+
+	if !regexp.MustCompile(`^[a-z][a-z0-9_]*$`).MatchString(c.Scheduler.Policy) {
+		bad("scheduler.policy", "%q is not a policy name such as max_min_fairness_perf", c.Scheduler.Policy)
+	}
+	if c.Scheduler.Round < time.Second {
+		bad("scheduler.round", "%s is shorter than 1s", c.Scheduler.Round)
+	}
+	if c.Scheduler.MinResetInterval < 0 {
+		bad("scheduler.min_reset_interval", "%s is negative", c.Scheduler.MinResetInterval)
+	}
+	if c.Scheduler.DefaultGrace < 0 {
+		bad("scheduler.default_grace", "%s is negative", c.Scheduler.DefaultGrace)
+	}
+	if !signals[c.Scheduler.GraceSignal] {
+		bad("scheduler.grace_signal", "%q is not one of USR1, USR2, TERM, INT, HUP, CONT", c.Scheduler.GraceSignal)
+	}
+
+	if c.Daemon.StateDir == "" {
+		bad("daemon.state_dir", "must not be empty")
+	}
+	if err := checkListen(c.Daemon.Listen); err != nil {
+		bad("daemon.listen", "%v", err)
+	}
+	switch c.Daemon.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("daemon.log_level", "%q is not one of debug, info, warn, error", c.Daemon.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+// checkListen accepts host:port or unix:/absolute/path.
+func checkListen(addr string) error {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if !strings.HasPrefix(path, "/") {
+			return fmt.Errorf("%q: a unix socket needs an absolute path", addr)
+		}
+		return nil
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return fmt.Errorf("%q is neither host:port nor unix:/path", addr)
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil || port < 0 || port > 65535 {
+		return fmt.Errorf("%q has no valid port", addr)
+	}
+	return nil
+}

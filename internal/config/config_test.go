@@ -1,0 +1,204 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseValues(t *testing.T) {
+	tests := map[string]struct {
+		toml  string
+		check func(t *testing.T, c *Config)
+	}{
+		"empty file keeps defaults": {
+			toml: ``,
+			check: func(t *testing.T, c *Config) {
+				if c.Scheduler.Round != 6*time.Minute || c.Daemon.Listen != "127.0.0.1:8390" || c.Scheduler.DryRun {
+					t.Errorf("defaults changed: %+v", c)
+				}
+			},
+		},
+		"every section": {
+			toml: `
+[slurm]
+rest_url = "https://ctl.example:6820"
+api_version = "v0.0.42"
+token_file = "/run/jwt"
+user = "root"
+partitions = ["gpu", "gpu-long"]
+scontrol = "/opt/slurm/bin/scontrol"
+[cluster]
+gpu_types = ["k80", "v100"]
+throughputs = "physical"
+[cluster.cost_per_gpu_hour]
+k80 = 0.45
+v100 = 2.48
+[scheduler]
+policy = "finish_time_fairness_perf"
+round = "20s"
+min_reset_interval = "1m30s"
+default_grace = "5s"
+grace_signal = "USR2"
+dry_run = true
+[daemon]
+state_dir = "/tmp/gs"
+listen = "unix:/run/gavel-slurm.sock"
+log_level = "debug"
+`,
+			check: func(t *testing.T, c *Config) {
+				want := Config{
+					Slurm: Slurm{RestURL: "https://ctl.example:6820", APIVersion: "v0.0.42", TokenFile: "/run/jwt", User: "root",
+						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol"},
+					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
+					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
+						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DryRun: true},
+					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug"},
+				}
+				if !reflect.DeepEqual(*c, want) {
+					t.Errorf("got  %+v\nwant %+v", *c, want)
+				}
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
+
+func TestParseErrorsNameTheKey(t *testing.T) {
+	tests := map[string]struct {
+		toml    string
+		wantKey string
+	}{
+		"unknown top-level key":   {`colour = "blue"`, "colour"},
+		"unknown key in section":  {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
+		"unknown section":         {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
+		"bad duration":            {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
+		"duration as number":      {"[scheduler]\nround = 20", "scheduler.round"},
+		"round too short":         {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
+		"negative grace":          {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
+		"negative reset interval": {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
+		"bad signal":              {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
+		"bad policy name":         {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
+		"dry_run not bool":        {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
+		"url without scheme":      {"[slurm]\nrest_url = \"ctl:6820\"", "slurm.rest_url"},
+		"bad api version":         {"[slurm]\napi_version = \"41\"", "slurm.api_version"},
+		"no partitions":           {"[slurm]\npartitions = []", "slurm.partitions"},
+		"bad partition name":      {"[slurm]\npartitions = [\"gpu one\"]", "slurm.partitions"},
+		"duplicate gpu type":      {"[cluster]\ngpu_types = [\"k80\", \"k80\"]", "cluster.gpu_types"},
+		"negative cost":           {"[cluster.cost_per_gpu_hour]\nv100 = -1.0", "cluster.cost_per_gpu_hour.v100"},
+		"cost for unlisted type":  {"[cluster]\ngpu_types = [\"k80\"]\n[cluster.cost_per_gpu_hour]\nv100 = 1.0", "cluster.cost_per_gpu_hour.v100"},
+		"bad throughput table":    {"[cluster]\nthroughputs = \"measured\"", "cluster.throughputs"},
+		"listen without port":     {"[daemon]\nlisten = \"localhost\"", "daemon.listen"},
+		"relative unix socket":    {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
+		"bad log level":           {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
+		"empty state dir":         {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.toml))
+			if err == nil {
+				t.Fatal("Parse accepted a bad file")
+			}
+			if !strings.Contains(err.Error(), tc.wantKey) {
+				t.Errorf("error %q does not name %q", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestSetOverrides(t *testing.T) {
+	tests := map[string]struct {
+		key, value string
+		check      func(c *Config) bool
+		wantErr    string
+	}{
+		"round":          {key: "scheduler.round", value: "20s", check: func(c *Config) bool { return c.Scheduler.Round == 20*time.Second }},
+		"partitions":     {key: "slurm.partitions", value: "a, b,,c", check: func(c *Config) bool { return reflect.DeepEqual(c.Slurm.Partitions, []string{"a", "b", "c"}) }},
+		"dry run":        {key: "scheduler.dry_run", value: "true", check: func(c *Config) bool { return c.Scheduler.DryRun }},
+		"listen":         {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
+		"bad round":      {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
+		"bad bool":       {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
+		"not overridden": {key: "slurm.user", value: "x", wantErr: "slurm.user"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := Default()
+			err := c.Set(tc.key, tc.value)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(&c) {
+				t.Errorf("override not applied: %+v", c)
+			}
+		})
+	}
+}
+
+func TestOverridableKeysAreSettable(t *testing.T) {
+	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false"}
+	for key := range Overridable {
+		c := Default()
+		v := samples[key]
+		if v == "" {
+			v = "x"
+		}
+		if err := c.Set(key, v); err != nil {
+			t.Errorf("Set(%s): %v", key, err)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gs.toml")
+	if err := os.WriteFile(path, []byte("[scheduler]\nround = \"30s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Scheduler.Round != 30*time.Second {
+		t.Errorf("round = %s", c.Scheduler.Round)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.toml")); err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Errorf("missing file: err = %v", err)
+	}
+}
+
+// The shipped example must stay loadable: it documents every key, so a
+// key added here without an entry there (or a typo there) fails this test.
+func TestShippedExampleParses(t *testing.T) {
+	data, err := os.ReadFile("../../etc/gavel-slurm.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse(data); err != nil {
+		t.Fatalf("etc/gavel-slurm.toml: %v", err)
+	}
+	text := string(data)
+	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
+		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
+		"default_grace", "grace_signal", "dry_run", "state_dir", "listen", "log_level"} {
+		if !strings.Contains(text, key) {
+			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
+		}
+	}
+}
