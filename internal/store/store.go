@@ -1,0 +1,230 @@
+// Package store keeps the daemon's state on disk in one bbolt file, so a
+// restart loses neither the service each job has received nor the Slurm
+// actions that were decided but not yet confirmed.
+//
+// Three buckets:
+//   - jobs: one JobRecord per managed job (time received per GPU type,
+//     steps, throughput estimates, the last decision and its reason);
+//   - journal: the action journal, keyed by a monotonic sequence number;
+//   - meta: small named values (round counter, last allocation).
+//
+// Records are JSON so the file stays readable with bbolt's CLI and fields
+// can be added without a migration. Times are passed in by the caller.
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the database's name inside the state directory.
+const FileName = "state.db"
+
+var (
+	bucketJobs    = []byte("jobs")
+	bucketJournal = []byte("journal")
+	bucketMeta    = []byte("meta")
+)
+
+// ErrNotFound is returned for a journal entry or meta key that does not
+// exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is the open state database. It is safe for concurrent use: bbolt
+// serializes writers and lets readers run beside them.
+type Store struct {
+	db *bolt.DB
+}
+
+// Open opens (creating if needed) the database in dir. It fails after a
+// few seconds if another process holds the file, rather than waiting
+// forever behind a second daemon.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 3 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open state %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketJobs, bucketJournal, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init state %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// Estimate is one throughput value with where it came from (a collector
+// measurement, the reference table, a default), so status can say how much
+// to trust it.
+type Estimate struct {
+	StepsPerSecond float64 `json:"steps_per_second"`
+	Source         string  `json:"source"`
+}
+
+// JobRecord is what the daemon remembers about one managed job between
+// rounds and across restarts.
+type JobRecord struct {
+	JobID string `json:"job_id"`
+	// FirstSeen is when the daemon first saw the job (its arrival for
+	// the policies).
+	FirstSeen time.Time `json:"first_seen"`
+	// Received is the seconds of service the job has had on each GPU
+	// type since it arrived.
+	Received map[string]float64 `json:"received,omitempty"`
+	// Steps is the number of training steps done, when known.
+	Steps float64 `json:"steps,omitempty"`
+	// Estimates is the job's throughput per GPU type.
+	Estimates map[string]Estimate `json:"estimates,omitempty"`
+	// LastDecision is the round mechanism's last decision for the job
+	// (run, extend, wait, preempt, ...) and Reason says why.
+	LastDecision string    `json:"last_decision,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// PutJobs writes the records in one transaction, replacing earlier ones.
+func (s *Store) PutJobs(records []JobRecord) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		for _, r := range records {
+			if r.JobID == "" {
+				return errors.New("job record without a job id")
+			}
+			data, err := json.Marshal(r)
+			if err != nil {
+				return fmt.Errorf("encode job %s: %w", r.JobID, err)
+			}
+			if err := b.Put([]byte(r.JobID), data); err != nil {
+				return fmt.Errorf("write job %s: %w", r.JobID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store jobs: %w", err)
+	}
+	return nil
+}
+
+// DeleteJobs forgets finished jobs. Unknown ids are ignored.
+func (s *Store) DeleteJobs(ids []string) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		for _, id := range ids {
+			if err := b.Delete([]byte(id)); err != nil {
+				return fmt.Errorf("delete job %s: %w", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// Job returns one record; ok is false when the job is unknown.
+func (s *Store) Job(id string) (rec JobRecord, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		data := tx.Bucket(bucketJobs).Get([]byte(id))
+		if data == nil {
+			return nil
+		}
+		ok = true
+		return json.Unmarshal(data, &rec)
+	})
+	if err != nil {
+		return JobRecord{}, false, fmt.Errorf("read job %s: %w", id, err)
+	}
+	return rec, ok, nil
+}
+
+// Jobs returns every record, keyed by job id.
+func (s *Store) Jobs() (map[string]JobRecord, error) {
+	out := map[string]JobRecord{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			var r JobRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode job %s: %w", k, err)
+			}
+			out[string(k)] = r
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	return out, nil
+}
+
+// PutMeta stores v (JSON-encoded) under key.
+func (s *Store) PutMeta(key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode meta %s: %w", key, err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put([]byte(key), data)
+	})
+	if err != nil {
+		return fmt.Errorf("write meta %s: %w", key, err)
+	}
+	return nil
+}
+
+// GetMeta decodes the value under key into v; ErrNotFound when absent.
+func (s *Store) GetMeta(key string, v any) error {
+	var data []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if d := tx.Bucket(bucketMeta).Get([]byte(key)); d != nil {
+			data = append([]byte(nil), d...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read meta %s: %w", key, err)
+	}
+	if data == nil {
+		return fmt.Errorf("meta %s: %w", key, ErrNotFound)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode meta %s: %w", key, err)
+	}
+	return nil
+}
+
+func seqKey(seq uint64) []byte {
+	k := make([]byte, 8)
+	binary.BigEndian.PutUint64(k, seq)
+	return k
+}
+
+// sortBySeq orders entries oldest first.
+func sortBySeq(es []Entry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+}

@@ -1,0 +1,219 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func openTemp(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestJobsSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	recs := []JobRecord{
+		{JobID: "17", FirstSeen: t0, Received: map[string]float64{"v100": 360, "k80": 720}, Steps: 1200,
+			Estimates:    map[string]Estimate{"v100": {StepsPerSecond: 9.5, Source: "table:ResNet-50 (batch size 64)"}},
+			LastDecision: "run", Reason: "highest priority on v100", UpdatedAt: t0.Add(time.Hour)},
+		{JobID: "18", FirstSeen: t0.Add(time.Minute), UpdatedAt: t0},
+	}
+	if err := s.PutJobs(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openTemp(t, dir)
+	defer s.Close()
+	got, err := s.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]JobRecord{"17": recs[0], "18": recs[1]}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Jobs after reopen:\n got %+v\nwant %+v", got, want)
+	}
+	if err := s.DeleteJobs([]string{"17", "unknown"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Job("17"); err != nil || ok {
+		t.Errorf("deleted job still there (ok=%v err=%v)", ok, err)
+	}
+	if r, ok, err := s.Job("18"); err != nil || !ok || r.JobID != "18" {
+		t.Errorf("Job(18) = %+v %v %v", r, ok, err)
+	}
+}
+
+func TestPutJobsRejectsEmptyID(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	if err := s.PutJobs([]JobRecord{{JobID: "1"}, {}}); err == nil {
+		t.Fatal("a record without id was accepted")
+	}
+	// The transaction is all or nothing: job 1 must not have been written.
+	if _, ok, _ := s.Job("1"); ok {
+		t.Error("partial write of a failed batch")
+	}
+}
+
+func TestMeta(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	var round uint64
+	if err := s.GetMeta("round", &round); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing key: err = %v, want ErrNotFound", err)
+	}
+	if err := s.PutMeta("round", uint64(41)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GetMeta("round", &round); err != nil || round != 41 {
+		t.Errorf("round = %d, err %v", round, err)
+	}
+}
+
+func TestJournalLifecycle(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	type hold struct {
+		Hold bool `json:"hold"`
+	}
+	a, err := s.Intent(1, "17", "hold", hold{true}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Intent(1, "18", "release", nil, t0)
+	c, _ := s.Intent(2, "19", "requeue", nil, t0.Add(time.Minute))
+	if !(a.Seq < b.Seq && b.Seq < c.Seq) {
+		t.Fatalf("sequence numbers not increasing: %d %d %d", a.Seq, b.Seq, c.Seq)
+	}
+	if string(a.Payload) != `{"hold":true}` || a.State != Pending || a.Attempts != 1 {
+		t.Errorf("intent = %+v", a)
+	}
+	if err := s.MarkDone(a.Seq, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkFailed(b.Seq, "Job is no longer pending execution", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkResent(c.Seq, t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDone(999, t0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MarkDone(unknown) = %v, want ErrNotFound", err)
+	}
+
+	pending, err := s.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].Seq != c.Seq || pending[0].Attempts != 2 {
+		t.Fatalf("pending = %+v, want only entry %d with 2 attempts", pending, c.Seq)
+	}
+	all, _ := s.Recent(0)
+	states := []State{}
+	for _, e := range all {
+		states = append(states, e.State)
+	}
+	if !reflect.DeepEqual(states, []State{Done, Failed, Pending}) {
+		t.Errorf("states = %v", states)
+	}
+	if all[1].Error == "" {
+		t.Error("failure reason lost")
+	}
+	last, _ := s.Recent(2)
+	if len(last) != 2 || last[0].Seq != b.Seq || last[1].Seq != c.Seq {
+		t.Errorf("Recent(2) = %+v", last)
+	}
+
+	removed, err := s.PruneJournal(t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 2 {
+		t.Errorf("pruned %d entries, want the 2 finished ones", removed)
+	}
+	if left, _ := s.Recent(0); len(left) != 1 || left[0].State != Pending {
+		t.Errorf("after prune: %+v", left)
+	}
+	// Sequence numbers are never reused after a prune.
+	d, _ := s.Intent(3, "20", "hold", nil, t0)
+	if d.Seq <= c.Seq {
+		t.Errorf("seq %d reused (last was %d)", d.Seq, c.Seq)
+	}
+}
+
+// crashEnv tells the test binary, re-executed as a child, to act as a
+// daemon that dies mid-round.
+const crashEnv = "GAVEL_STORE_CRASH_DIR"
+
+// TestCrashHelper is the child: it journals two actions, confirms the
+// first, and exits abruptly (no Close, no deferred functions) as if
+// killed between sending the second action and recording its outcome.
+func TestCrashHelper(t *testing.T) {
+	dir := os.Getenv(crashEnv)
+	if dir == "" {
+		t.Skip("only runs as the child of TestCrashLeavesPendingIntents")
+	}
+	s, err := Open(dir)
+	if err != nil {
+		os.Exit(2)
+	}
+	a, err1 := s.Intent(7, "101", "hold", nil, t0)
+	_, err2 := s.Intent(7, "102", "requeue", nil, t0)
+	if err1 != nil || err2 != nil || s.MarkDone(a.Seq, t0) != nil {
+		os.Exit(2)
+	}
+	os.Exit(3)
+}
+
+func TestCrashLeavesPendingIntents(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$")
+	cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("child did not crash as planned: %v", err)
+	}
+
+	s := openTemp(t, dir)
+	defer s.Close()
+	pending, err := s.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].JobID != "102" || pending[0].Kind != "requeue" || pending[0].Round != 7 {
+		t.Fatalf("pending after crash = %+v, want the requeue of job 102 only", pending)
+	}
+	all, _ := s.Recent(0)
+	if len(all) != 2 || all[0].State != Done {
+		t.Errorf("journal after crash = %+v", all)
+	}
+}
+
+func TestOpenFailsWhileLocked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the lock timeout")
+	}
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	defer s.Close()
+	// bbolt's flock is per open file description, so a second Open in the
+	// same process contends like a second daemon would.
+	if _, err := Open(dir); err == nil {
+		t.Fatal("second Open of a locked state succeeded")
+	}
+}
