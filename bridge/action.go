@@ -1,0 +1,129 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// Reader gives the daemon its view of Slurm.
+type Reader interface {
+	// Snapshot reads the managed partitions now. An error means the view
+	// could not be trusted; the daemon then acts on nothing this round.
+	Snapshot(ctx context.Context) (*Snapshot, error)
+}
+
+// Actuator carries out one action on Slurm. Apply returns an error wrapped
+// with the action (job id and kind); an action whose effect is already in
+// place succeeds again, so replaying a journal is harmless.
+type Actuator interface {
+	Apply(ctx context.Context, a Action) error
+}
+
+// Slurm is a Reader and an Actuator: what the daemon needs.
+type Slurm interface {
+	Reader
+	Actuator
+}
+
+// ActionKind names what an action does.
+type ActionKind string
+
+const (
+	// ActSetPriority sets the job's priority to Action.Priority (pending or
+	// running jobs; an explicit priority stays until changed or released).
+	ActSetPriority ActionKind = "set-priority"
+	// ActHold holds a pending job.
+	ActHold ActionKind = "hold"
+	// ActRelease releases a held job.
+	ActRelease ActionKind = "release"
+	// ActSetConstraints sets the --constraint of a pending job to
+	// Action.Constraints (a GPU type feature such as "v100").
+	ActSetConstraints ActionKind = "set-constraints"
+	// ActBeginNow makes a pending job eligible now (after a requeue Slurm
+	// would otherwise wait about two minutes).
+	ActBeginNow ActionKind = "begin-now"
+	// ActSignal sends Action.Signal to a running job (the warning before a
+	// preemption).
+	ActSignal ActionKind = "signal"
+	// ActRequeue puts a running job back to pending, freeing its GPUs.
+	ActRequeue ActionKind = "requeue"
+	// ActRequeueHold requeues a running job and holds it, so that its next
+	// placement can be chosen before it becomes eligible.
+	ActRequeueHold ActionKind = "requeue-hold"
+)
+
+// Action is one change to one job. It is a plain comparable value so that it
+// can be journaled, compared with the last one sent and replayed.
+type Action struct {
+	Kind ActionKind `json:"kind"`
+	Job  JobID      `json:"job"`
+	// Priority is the new priority for ActSetPriority.
+	Priority uint32 `json:"priority,omitempty"`
+	// Constraints is the new constraint for ActSetConstraints.
+	Constraints string `json:"constraints,omitempty"`
+	// Signal is the signal name for ActSignal ("USR1", "SIGTERM").
+	Signal string `json:"signal,omitempty"`
+}
+
+// String renders the action for logs and errors: "set-priority job 42 (priority=100)".
+func (a Action) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s job %d", a.Kind, a.Job)
+	switch a.Kind {
+	case ActSetPriority:
+		fmt.Fprintf(&b, " (priority=%d)", a.Priority)
+	case ActSetConstraints:
+		fmt.Fprintf(&b, " (constraints=%q)", a.Constraints)
+	case ActSignal:
+		fmt.Fprintf(&b, " (signal=%s)", a.Signal)
+	}
+	return b.String()
+}
+
+// Validate checks that the action is complete before it is sent.
+func (a Action) Validate() error {
+	if a.Job == 0 {
+		return fmt.Errorf("%s: no job id", a)
+	}
+	switch a.Kind {
+	case ActSetPriority, ActHold, ActRelease, ActBeginNow, ActRequeue, ActRequeueHold:
+	case ActSetConstraints:
+		if strings.ContainsAny(a.Constraints, "\n\x00") {
+			return fmt.Errorf("%s: constraints hold a control character", a)
+		}
+	case ActSignal:
+		if _, err := SignalNumber(a.Signal); err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+	default:
+		return fmt.Errorf("%s: unknown action kind", a)
+	}
+	return nil
+}
+
+// signals lists the signals an action may send, by name without "SIG".
+var signals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "KILL": syscall.SIGKILL,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
+	"CONT": syscall.SIGCONT, "STOP": syscall.SIGSTOP,
+}
+
+// ErrUnknownSignal is returned for a signal name outside the supported set.
+var ErrUnknownSignal = errors.New("unknown signal")
+
+// SignalNumber maps "USR1", "SIGUSR1" or "10" to the signal number.
+func SignalNumber(name string) (int, error) {
+	upper := strings.TrimPrefix(strings.ToUpper(name), "SIG")
+	if s, ok := signals[upper]; ok {
+		return int(s), nil
+	}
+	for _, s := range signals {
+		if fmt.Sprint(int(s)) == name {
+			return int(s), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q", ErrUnknownSignal, name)
+}

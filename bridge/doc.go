@@ -1,0 +1,25 @@
+// Package bridge is the Slurm side of the daemon: what it reads from Slurm
+// and what it asks Slurm to do.
+//
+// The daemon sees Slurm through two narrow interfaces:
+//
+//   - Reader.Snapshot returns an immutable *Snapshot of the managed
+//     partitions: nodes (GPU type and count from their GRES, GPUs in use,
+//     partitions, features, state) and jobs (GPUs requested, typed or not,
+//     constraints, where a running job is, restarts, priority, hold, times,
+//     the --comment and its parsed gavel: Tag or the reason it is unmanaged).
+//   - Actuator.Apply carries out one Action: a comparable value (kind, job
+//     id, arguments) so that the daemon can journal it before sending it and
+//     skip a repeat. Kinds: set-priority, hold, release, set-constraints
+//     (pending jobs), begin-now, signal, requeue, requeue-hold.
+//
+// Implementations: bridge/rest talks to slurmrestd (JWT, API version
+// negotiation, scontrol for requeue); bridge/fake is an in-memory Slurm with
+// failure injection for tests of the daemon's logic.
+//
+// The comment tag grammar (ParseTag, Tag.Format, ResolveModel) is documented
+// for users in docs/comment-tag.md. GRES strings ("gpu:v100:4(S:0)") are read
+// by ParseGRESList.
+//
+// Everything in this package proper is pure: no I/O, no clocks.
+package bridge

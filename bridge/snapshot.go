@@ -1,0 +1,226 @@
+package bridge
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Snapshot is an immutable view of the managed partitions at one moment.
+// Readers build a fresh one per call and never change it afterwards;
+// consumers must not modify its slices or maps either (Clone gives a copy to
+// change).
+type Snapshot struct {
+	// Taken is when the reader asked Slurm for this view.
+	Taken time.Time `json:"taken"`
+	// APIVersion is the slurmrestd API version the view was read through
+	// ("v0.0.42"), empty for in-memory readers.
+	APIVersion string `json:"api_version,omitempty"`
+	// Nodes sorted by name.
+	Nodes []Node `json:"nodes"`
+	// Jobs sorted by ID.
+	Jobs []Job `json:"jobs"`
+}
+
+// Node is one compute node.
+type Node struct {
+	Name       string   `json:"name"`
+	Partitions []string `json:"partitions,omitempty"`
+	// GPUType is the node's GPU type from its GRES ("v100"); empty when the
+	// node has no GPUs or only untyped ones.
+	GPUType string `json:"gpu_type,omitempty"`
+	// GPUs is the number of GPUs the node has.
+	GPUs int `json:"gpus"`
+	// GPUsUsed is the number of those GPUs allocated to jobs now.
+	GPUsUsed int      `json:"gpus_used"`
+	Features []string `json:"features,omitempty"`
+	// State holds Slurm's base state then its flags ("IDLE", "MIXED",
+	// "DRAIN", "DOWN", "NOT_RESPONDING", ...).
+	State []string `json:"state"`
+}
+
+// Available reports whether new work may be placed on the node: it is up
+// and neither drained nor being drained.
+func (n Node) Available() bool {
+	for _, s := range n.State {
+		switch s {
+		case "DOWN", "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "NOT_RESPONDING",
+			"FUTURE", "INVALID", "INVALID_REG", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED",
+			"POWERED_DOWN", "POWERING_DOWN", "UNKNOWN":
+			return false
+		}
+	}
+	return len(n.State) > 0
+}
+
+// JobID is a Slurm job id.
+type JobID uint32
+
+func (id JobID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// JobState is a job's base state as Slurm names it.
+type JobState string
+
+// The job states the scheduler acts on; Slurm has more (COMPLETING is a flag
+// in newer versions), which pass through unchanged.
+const (
+	JobPending   JobState = "PENDING"
+	JobRunning   JobState = "RUNNING"
+	JobSuspended JobState = "SUSPENDED"
+	JobCompleted JobState = "COMPLETED"
+	JobCancelled JobState = "CANCELLED"
+	JobFailed    JobState = "FAILED"
+	JobTimeout   JobState = "TIMEOUT"
+	JobNodeFail  JobState = "NODE_FAIL"
+	JobPreempted JobState = "PREEMPTED"
+	JobOOM       JobState = "OUT_OF_MEMORY"
+	JobBootFail  JobState = "BOOT_FAIL"
+	JobDeadline  JobState = "DEADLINE"
+)
+
+// Job is one Slurm job in a managed partition.
+type Job struct {
+	ID        JobID    `json:"id"`
+	User      string   `json:"user"`
+	Name      string   `json:"name"`
+	Partition string   `json:"partition"`
+	State     JobState `json:"state"`
+	// StateFlags are the flags Slurm adds to the base state (COMPLETING,
+	// REQUEUED, ...).
+	StateFlags []string `json:"state_flags,omitempty"`
+	// Reason is Slurm's state reason ("Priority", "Resources",
+	// "JobHeldUser", "None").
+	Reason string `json:"reason,omitempty"`
+	// GPUs is the number of GPUs the job asks for in all (per node times
+	// nodes, or per job).
+	GPUs int `json:"gpus"`
+	// GPUsPerNode is the per-node request when the job gives one, else 0.
+	GPUsPerNode int `json:"gpus_per_node,omitempty"`
+	// Nodes is the number of nodes the job asks for (or runs on).
+	Nodes int `json:"nodes"`
+	// RequestedGPUType is the type of a typed request ("gpu:v100:2"); empty
+	// for untyped requests, which the scheduler steers with constraints.
+	RequestedGPUType string `json:"requested_gpu_type,omitempty"`
+	// Constraints is the job's --constraint expression.
+	Constraints string `json:"constraints,omitempty"`
+	// RunningGPUType and RunningNodes say where a running job is.
+	RunningGPUType string   `json:"running_gpu_type,omitempty"`
+	RunningNodes   []string `json:"running_nodes,omitempty"`
+	// Restarts counts requeues (Slurm's restart_cnt).
+	Restarts int `json:"restarts"`
+	// Priority is the job's current priority.
+	Priority int64 `json:"priority"`
+	// Held is true for a user or admin hold (priority 0).
+	Held       bool      `json:"held"`
+	SubmitTime time.Time `json:"submit_time"`
+	// StartTime is when the job started, or Slurm's expected start for a
+	// pending job; zero when unknown.
+	StartTime time.Time `json:"start_time,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+	// Tag is the parsed gavel: tag; meaningful only when TagErr is nil.
+	Tag Tag `json:"tag"`
+	// TagErr says why the job is not managed: ErrNoTag when the comment has
+	// no tag, another error when the tag does not parse.
+	TagErr error `json:"-"`
+}
+
+// Managed reports whether the job carries a valid gavel: tag.
+func (j Job) Managed() bool { return j.TagErr == nil }
+
+// Active reports whether the job still needs scheduling decisions.
+func (j Job) Active() bool {
+	return j.State == JobPending || j.State == JobRunning || j.State == JobSuspended
+}
+
+// WithComment sets the comment and its parsed tag together, so the two
+// never disagree.
+func (j Job) WithComment(comment string) Job {
+	j.Comment = comment
+	j.Tag, j.TagErr = ParseTag(comment)
+	return j
+}
+
+// Job returns the job with the given id.
+func (s *Snapshot) Job(id JobID) (Job, bool) {
+	i := sort.Search(len(s.Jobs), func(i int) bool { return s.Jobs[i].ID >= id })
+	if i < len(s.Jobs) && s.Jobs[i].ID == id {
+		return s.Jobs[i], true
+	}
+	return Job{}, false
+}
+
+// Node returns the node with the given name.
+func (s *Snapshot) Node(name string) (Node, bool) {
+	i := sort.Search(len(s.Nodes), func(i int) bool { return s.Nodes[i].Name >= name })
+	if i < len(s.Nodes) && s.Nodes[i].Name == name {
+		return s.Nodes[i], true
+	}
+	return Node{}, false
+}
+
+// GPUTypes returns the number of GPUs of each type over the available nodes.
+func (s *Snapshot) GPUTypes() map[string]int {
+	out := map[string]int{}
+	for _, n := range s.Nodes {
+		if n.GPUType != "" && n.GPUs > 0 && n.Available() {
+			out[n.GPUType] += n.GPUs
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy that the caller may change.
+func (s *Snapshot) Clone() *Snapshot {
+	c := *s
+	c.Nodes = make([]Node, len(s.Nodes))
+	for i, n := range s.Nodes {
+		n.Partitions = append([]string(nil), n.Partitions...)
+		n.Features = append([]string(nil), n.Features...)
+		n.State = append([]string(nil), n.State...)
+		c.Nodes[i] = n
+	}
+	c.Jobs = make([]Job, len(s.Jobs))
+	for i, j := range s.Jobs {
+		j.StateFlags = append([]string(nil), j.StateFlags...)
+		j.RunningNodes = append([]string(nil), j.RunningNodes...)
+		c.Jobs[i] = j
+	}
+	return &c
+}
+
+// NewSnapshot sorts nodes and jobs and checks that the view is consistent:
+// unique names and ids, a state for every job, GPU counts that add up.
+// Readers call it last, so that the daemon never acts on a half-understood
+// reply.
+func NewSnapshot(taken time.Time, apiVersion string, nodes []Node, jobs []Job) (*Snapshot, error) {
+	s := &Snapshot{Taken: taken, APIVersion: apiVersion, Nodes: nodes, Jobs: jobs}
+	sort.Slice(s.Nodes, func(a, b int) bool { return s.Nodes[a].Name < s.Nodes[b].Name })
+	sort.Slice(s.Jobs, func(a, b int) bool { return s.Jobs[a].ID < s.Jobs[b].ID })
+	for i, n := range s.Nodes {
+		if n.Name == "" {
+			return nil, fmt.Errorf("snapshot: node without a name")
+		}
+		if i > 0 && s.Nodes[i-1].Name == n.Name {
+			return nil, fmt.Errorf("snapshot: node %s listed twice", n.Name)
+		}
+		if n.GPUs < 0 || n.GPUsUsed < 0 || n.GPUsUsed > n.GPUs {
+			return nil, fmt.Errorf("snapshot: node %s: %d of %d GPUs in use", n.Name, n.GPUsUsed, n.GPUs)
+		}
+	}
+	for i, j := range s.Jobs {
+		if j.ID == 0 {
+			return nil, fmt.Errorf("snapshot: job without an id")
+		}
+		if i > 0 && s.Jobs[i-1].ID == j.ID {
+			return nil, fmt.Errorf("snapshot: job %d listed twice", j.ID)
+		}
+		if j.State == "" {
+			return nil, fmt.Errorf("snapshot: job %d has no state", j.ID)
+		}
+		if j.GPUs < 0 {
+			return nil, fmt.Errorf("snapshot: job %d asks for %d GPUs", j.ID, j.GPUs)
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,432 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// TagPrefix opens the scheduling tag inside a job's --comment.
+const TagPrefix = "gavel:"
+
+// ErrNoTag means the comment carries no gavel: tag: the job is not managed.
+var ErrNoTag = errors.New("no gavel: tag in --comment")
+
+// Class says how a job may be treated when it is preempted.
+type Class string
+
+const (
+	// ClassUnset leaves the choice to the daemon's configuration.
+	ClassUnset Class = ""
+	// ClassTrialAndError marks short exploratory jobs (FitGpp's TE jobs):
+	// cheap to restart, preferred as preemption victims.
+	ClassTrialAndError Class = "te"
+	// ClassBestEffort marks ordinary long training jobs.
+	ClassBestEffort Class = "be"
+)
+
+// Tag is the parsed scheduling hints of one job. A zero field means the user
+// did not set it and the daemon applies its default.
+type Tag struct {
+	// Model names the job type, as written by the user (unquoted). Use
+	// ResolveModel to match it against the job types of a throughput table.
+	Model string `json:"model,omitempty"`
+	// Steps is the number of training steps the job will run.
+	Steps int64 `json:"steps,omitempty"`
+	// Weight is the job's priority weight; 0 means unset (the daemon uses 1).
+	Weight float64 `json:"weight,omitempty"`
+	// SLO is the time from submission by which the job should finish.
+	SLO time.Duration `json:"slo,omitempty"`
+	// Entity is the group (user, lab) the job counts against.
+	Entity string `json:"entity,omitempty"`
+	// Class is trial-and-error or best-effort.
+	Class Class `json:"class,omitempty"`
+	// Grace is the time between the warning signal and the requeue when the
+	// job is preempted; 0 means unset.
+	Grace time.Duration `json:"grace,omitempty"`
+}
+
+// Limits that keep parsed values meaningful and make Format exact.
+const (
+	maxSteps       = 1e15
+	minWeight      = 1e-6
+	maxWeight      = 1e6
+	maxDuration    = 10 * 365 * 24 * time.Hour
+	maxNumberChars = 40
+	maxExponent    = 20
+)
+
+// ParseTag finds the gavel: tag in a job's comment and parses it.
+//
+// Free text may come before the tag; the tag runs to the end of the comment
+// or to the first ';' outside quotes, after which free text may follow again.
+// Pairs are key=value, separated by spaces and/or commas. Values holding
+// spaces, commas, ';' or quotes are written in double quotes (with \" and \\
+// escapes) or single quotes (taken literally). A comment without the tag
+// returns ErrNoTag; any other error names the offending key for the user.
+func ParseTag(comment string) (Tag, error) {
+	start := findTag(comment)
+	if start < 0 {
+		return Tag{}, ErrNoTag
+	}
+	body := comment[start+len(TagPrefix):]
+	pairs, rest, err := splitPairs(body)
+	if err != nil {
+		return Tag{}, err
+	}
+	if findTag(rest) >= 0 {
+		return Tag{}, errors.New("more than one gavel: tag in --comment")
+	}
+	var tag Tag
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		if seen[p.key] {
+			return Tag{}, fmt.Errorf("duplicate key %s=", p.key)
+		}
+		seen[p.key] = true
+		if err := tag.set(p.key, p.value); err != nil {
+			return Tag{}, err
+		}
+	}
+	return tag, nil
+}
+
+// findTag returns the index of the tag prefix when it starts a word (so
+// "nogavel:" is not a tag), or -1.
+func findTag(s string) int {
+	// Compare ASCII bytes only, so that indexes stay valid in s whatever
+	// the case mapping of non-ASCII text around the tag.
+	for i := 0; i+len(TagPrefix) <= len(s); i++ {
+		if asciiEqualFold(s[i:i+len(TagPrefix)], TagPrefix) && (i == 0 || !isWordByte(s[i-1])) {
+			return i
+		}
+	}
+	return -1
+}
+
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b == '-' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+type pair struct{ key, value string }
+
+// splitPairs tokenizes the tag body up to its end and returns the text after
+// a terminating ';'.
+func splitPairs(body string) (pairs []pair, rest string, err error) {
+	i := 0
+	for {
+		for i < len(body) && isSeparator(body[i]) {
+			i++
+		}
+		if i >= len(body) {
+			return pairs, "", nil
+		}
+		if body[i] == ';' {
+			return pairs, body[i+1:], nil
+		}
+		keyStart := i
+		for i < len(body) && body[i] != '=' && !isSeparator(body[i]) && body[i] != ';' {
+			i++
+		}
+		key := strings.ToLower(body[keyStart:i])
+		if i >= len(body) || body[i] != '=' {
+			return nil, "", fmt.Errorf("expected key=value in gavel: tag, got %q", body[keyStart:i])
+		}
+		if key == "" {
+			return nil, "", errors.New("missing key before = in gavel: tag")
+		}
+		i++ // '='
+		value, next, err := readValue(body, i)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s= %w", key, err)
+		}
+		pairs = append(pairs, pair{key, value})
+		i = next
+		if i < len(body) && !isSeparator(body[i]) && body[i] != ';' {
+			return nil, "", fmt.Errorf("%s= value must be followed by a space, comma or ';'", key)
+		}
+	}
+}
+
+func isSeparator(b byte) bool {
+	return b == ' ' || b == ',' || b == '\t' || b == '\n' || b == '\r'
+}
+
+// readValue reads a bare or quoted value starting at i and returns it with
+// the index just past it.
+func readValue(s string, i int) (string, int, error) {
+	if i < len(s) && s[i] == '\'' {
+		end := strings.IndexByte(s[i+1:], '\'')
+		if end < 0 {
+			return "", 0, errors.New("has an unterminated ' quote")
+		}
+		return s[i+1 : i+1+end], i + 2 + end, nil
+	}
+	if i < len(s) && s[i] == '"' {
+		var b strings.Builder
+		for j := i + 1; j < len(s); j++ {
+			switch s[j] {
+			case '\\':
+				if j+1 < len(s) && (s[j+1] == '"' || s[j+1] == '\\') {
+					j++
+				}
+				b.WriteByte(s[j])
+			case '"':
+				return b.String(), j + 1, nil
+			default:
+				b.WriteByte(s[j])
+			}
+		}
+		return "", 0, errors.New("has an unterminated \" quote")
+	}
+	j := i
+	for j < len(s) && !isSeparator(s[j]) && s[j] != ';' {
+		if s[j] == '"' || s[j] == '\'' {
+			return "", 0, errors.New("has a quote inside an unquoted value")
+		}
+		j++
+	}
+	return s[i:j], j, nil
+}
+
+// set stores one key's value after checking it.
+func (t *Tag) set(key, value string) error {
+	if value == "" {
+		return fmt.Errorf("%s= is empty", key)
+	}
+	var err error
+	switch key {
+	case "model":
+		t.Model = value
+	case "entity":
+		t.Entity = value
+	case "steps":
+		t.Steps, err = parseSteps(value)
+	case "weight":
+		t.Weight, err = parseWeight(value)
+	case "slo":
+		t.SLO, err = parseDuration(value)
+		if err == nil && t.SLO == 0 {
+			err = errors.New("must be longer than 0")
+		}
+	case "grace":
+		t.Grace, err = parseDuration(value)
+	case "class":
+		t.Class, err = parseClass(value)
+	default:
+		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace)", key)
+	}
+	if err != nil {
+		return fmt.Errorf("%s= %w", key, err)
+	}
+	return nil
+}
+
+var stepSuffixes = map[byte]int64{'k': 1e3, 'K': 1e3, 'm': 1e6, 'M': 1e6, 'g': 1e9, 'G': 1e9, 'b': 1e9, 'B': 1e9}
+
+// parseSteps reads 250000, 250_000, 250k, 1.5M or 1e6 exactly (no float
+// rounding), and requires a whole number of steps.
+func parseSteps(s string) (int64, error) {
+	num := strings.ReplaceAll(s, "_", "")
+	scale := int64(1)
+	if n := len(num); n > 0 {
+		if f, ok := stepSuffixes[num[n-1]]; ok {
+			scale, num = f, num[:n-1]
+		}
+	}
+	r, err := parseDecimal(num)
+	if err != nil {
+		return 0, fmt.Errorf("is not a number: %q", s)
+	}
+	r.Mul(r, new(big.Rat).SetInt64(scale))
+	if !r.IsInt() {
+		return 0, fmt.Errorf("is not a whole number of steps: %q", s)
+	}
+	if r.Sign() <= 0 || r.Cmp(new(big.Rat).SetFloat64(maxSteps)) > 0 {
+		return 0, fmt.Errorf("must be between 1 and %g: %q", float64(maxSteps), s)
+	}
+	return r.Num().Int64(), nil
+}
+
+// parseDecimal parses a plain decimal number with an optional exponent,
+// bounding its size so that hostile input stays cheap.
+func parseDecimal(s string) (*big.Rat, error) {
+	if s == "" || len(s) > maxNumberChars {
+		return nil, errors.New("bad length")
+	}
+	mantissa, exponent, hasExp := strings.Cut(strings.ToLower(s), "e")
+	if hasExp {
+		e, err := strconv.Atoi(exponent)
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return nil, errors.New("bad exponent")
+		}
+	}
+	digits := 0
+	for i, c := range mantissa {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+		case (c == '+' || c == '-') && i == 0:
+		default:
+			return nil, errors.New("bad character")
+		}
+	}
+	if digits == 0 {
+		return nil, errors.New("no digits")
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil, errors.New("not a decimal")
+	}
+	return r, nil
+}
+
+func parseWeight(s string) (float64, error) {
+	r, err := parseDecimal(s)
+	if err != nil {
+		return 0, fmt.Errorf("is not a number: %q", s)
+	}
+	w, _ := r.Float64()
+	if !(w >= minWeight && w <= maxWeight) {
+		return 0, fmt.Errorf("must be between %g and %g: %q", minWeight, maxWeight, s)
+	}
+	return w, nil
+}
+
+var durationUnits = map[string]time.Duration{
+	"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour,
+}
+
+// parseDuration reads plain seconds (3600) or number+unit groups with units
+// s, m, h, d, w (90m, 12h, 2d, 1h30m, 1.5h), rounded to whole seconds.
+func parseDuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("is not a duration (use seconds or units s, m, h, d, w as in 90m, 12h, 2d): %q", s)
+	if len(s) > maxNumberChars {
+		return 0, bad
+	}
+	var total float64
+	rest := s
+	for rest != "" {
+		i := 0
+		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.') {
+			i++
+		}
+		if i == 0 {
+			return 0, bad
+		}
+		number, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil {
+			return 0, bad
+		}
+		rest = rest[i:]
+		j := 0
+		for j < len(rest) && unicode.IsLetter(rune(rest[j])) {
+			j++
+		}
+		unit := time.Second
+		if j == 0 {
+			if rest != "" || total != 0 {
+				return 0, bad // a bare number must stand alone
+			}
+		} else {
+			u, ok := durationUnits[strings.ToLower(rest[:j])]
+			if !ok {
+				return 0, bad
+			}
+			unit = u
+			rest = rest[j:]
+		}
+		total += number * unit.Seconds()
+	}
+	seconds := math.Round(total)
+	if seconds > maxDuration.Seconds() {
+		return 0, fmt.Errorf("is longer than %d days: %q", int(maxDuration.Hours()/24), s)
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+func parseClass(s string) (Class, error) {
+	switch strings.ToLower(s) {
+	case "te", "trial-and-error":
+		return ClassTrialAndError, nil
+	case "be", "best-effort":
+		return ClassBestEffort, nil
+	}
+	return "", fmt.Errorf("must be te (trial-and-error) or be (best-effort): %q", s)
+}
+
+// Format writes the tag in its canonical form: ParseTag(t.Format()) == t for
+// every tag ParseTag returns. Unset fields are left out.
+func (t Tag) Format() string {
+	var b strings.Builder
+	b.WriteString(TagPrefix)
+	add := func(key, value string) {
+		b.WriteByte(' ')
+		b.WriteString(key)
+		b.WriteByte('=')
+		b.WriteString(value)
+	}
+	if t.Model != "" {
+		add("model", quoteIfNeeded(t.Model))
+	}
+	if t.Steps != 0 {
+		add("steps", strconv.FormatInt(t.Steps, 10))
+	}
+	if t.Weight != 0 {
+		add("weight", strconv.FormatFloat(t.Weight, 'g', -1, 64))
+	}
+	if t.SLO != 0 {
+		add("slo", formatDuration(t.SLO))
+	}
+	if t.Entity != "" {
+		add("entity", quoteIfNeeded(t.Entity))
+	}
+	if t.Class != ClassUnset {
+		add("class", string(t.Class))
+	}
+	if t.Grace != 0 {
+		add("grace", formatDuration(t.Grace))
+	}
+	return b.String()
+}
+
+func quoteIfNeeded(v string) string {
+	if !strings.ContainsAny(v, " ,;\"'\\=\t\n\r") {
+		return v
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(v) + `"`
+}
+
+// formatDuration writes whole seconds in the largest unit that divides them.
+func formatDuration(d time.Duration) string {
+	s := int64(d / time.Second)
+	for _, u := range []struct {
+		name string
+		secs int64
+	}{{"w", 7 * 86400}, {"d", 86400}, {"h", 3600}, {"m", 60}} {
+		if s%u.secs == 0 {
+			return strconv.FormatInt(s/u.secs, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(s, 10) + "s"
+}
