@@ -1,0 +1,247 @@
+package policy
+
+// Class aggregation: identical jobs share one set of LP variables.
+//
+// Clusters have a handful of GPU types but may run thousands of jobs, most of
+// them copies of a few dozen job types. An LP over per-job variables grows
+// with the job count; an LP over per-class variables grows with the number of
+// distinct jobs only.
+//
+// Why aggregation is exact. Take a policy LP (or a max-min problem, whose
+// objective min_j f_j(x) is concave) that treats a set of jobs
+// symmetrically: swapping two jobs of a class, together with their rows and
+// columns, maps feasible points to feasible points with the same objective.
+// Given any optimum x*, average it over all such swaps. The feasible region
+// is convex, so the average is feasible; the objective is concave and
+// invariant under the swaps, so the average is at least as good, hence also
+// optimal. In the average every job of a class has the same row, so the LP
+// over one row per class (capacity rows counting a class of n jobs of scale
+// factor sf as n·sf·x) has the same optimum, and expanding its solution
+// (every member gets its class's row) is an optimum of the per-job LP.
+//
+// With co-location pairs the swaps must also map pairs to pairs. The
+// refinement below (colour refinement, as in "Dimension reduction via colour
+// refinement", Grohe et al.) only needs a weaker property that is just as
+// good for averaging: every job of a class belongs to the same number of
+// pairs of every pair class, in the same role. Averaging the original
+// constraints over a class then yields exactly the aggregated constraint,
+// and the expanded aggregated solution satisfies every original constraint.
+//
+// Usage, for any policy in this package:
+//
+//	classes := groupBySignature(len(p.Jobs), func(i int, k classKey) classKey {
+//		return k.float(weight[i]).int(sf[i]).floats(rates[i]) // nil excludes job i
+//	})
+//	// build one LP row/column set per classes.Members[c], with
+//	// len(classes.Members[c]) as the multiplicity in shared rows, then
+//	// give every job in classes.Members[c] the class's solution.
+//
+// Packed policies add refineByPairs, which splits classes until the pair
+// structure is equitable and returns the pair classes.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"sort"
+)
+
+// classKey is a job's class signature under construction: two jobs fall in
+// the same class exactly when their signatures are equal byte for byte.
+// Floats are compared by their bit patterns, so callers should feed values
+// computed the same way for identical jobs (e.g. raw inputs, not sums in a
+// job-dependent order).
+type classKey []byte
+
+// float appends v to the signature.
+func (k classKey) float(v float64) classKey {
+	return binary.LittleEndian.AppendUint64(k, math.Float64bits(v))
+}
+
+// floats appends all of vs to the signature.
+func (k classKey) floats(vs []float64) classKey {
+	for _, v := range vs {
+		k = k.float(v)
+	}
+	return k
+}
+
+// int appends v to the signature.
+func (k classKey) int(v int) classKey {
+	return binary.LittleEndian.AppendUint64(k, uint64(v))
+}
+
+// bytes appends a length-prefixed byte string (so that concatenations of
+// variable-length parts stay unambiguous).
+func (k classKey) bytes(b []byte) classKey {
+	k = k.int(len(b))
+	return append(k, b...)
+}
+
+// jobClasses partitions jobs (by index into Problem.Jobs) into classes of
+// interchangeable jobs.
+type jobClasses struct {
+	// Of is the class index of every job, or -1 for a job the signature
+	// function excluded.
+	Of []int
+	// Members lists the job indices of every class in increasing order;
+	// classes are numbered in order of their first member.
+	Members [][]int
+}
+
+// Count is the number of classes.
+func (c *jobClasses) Count() int { return len(c.Members) }
+
+// Size is the number of jobs in class i.
+func (c *jobClasses) Size(i int) int { return len(c.Members[i]) }
+
+// groupBySignature puts jobs 0..n-1 with equal signatures into one class.
+// signature appends job i's features to the key it is given and returns it,
+// or returns nil to leave job i out of every class.
+func groupBySignature(n int, signature func(i int, key classKey) classKey) *jobClasses {
+	classes := &jobClasses{Of: make([]int, n)}
+	index := make(map[string]int)
+	var buf classKey
+	for i := 0; i < n; i++ {
+		key := signature(i, buf[:0])
+		if key == nil {
+			classes.Of[i] = -1
+			continue
+		}
+		buf = key
+		c, ok := index[string(key)]
+		if !ok {
+			c = len(classes.Members)
+			index[string(key)] = c
+			classes.Members = append(classes.Members, nil)
+		}
+		classes.Of[i] = c
+		classes.Members[c] = append(classes.Members[c], i)
+	}
+	return classes
+}
+
+// pairLink is a candidate co-location as the class machinery sees it: two
+// job indices and, for each side, the bytes that describe that side's part
+// of the pair (its rates inside the pair, for instance). Sides are compared
+// together with their job's class, so a pair (a, b) and the pair (b', a')
+// with swapped roles fall in the same pair class.
+type pairLink struct {
+	Jobs [2]int
+	Side [2][]byte
+}
+
+// pairClasses partitions pairs (by index into the pairLink slice) into
+// classes of interchangeable pairs.
+type pairClasses struct {
+	// Of is the class of every pair, or -1 for a pair with an excluded job.
+	Of []int
+	// Members lists the pair indices of every class in increasing order.
+	Members [][]int
+	// Swapped tells for every pair whether its sides are stored in the
+	// opposite order of its class's canonical order: side s of the class is
+	// side s^1 of a swapped pair.
+	Swapped []bool
+	// SideClass is the job class of each canonical side of every class.
+	SideClass [][2]int
+}
+
+// refineByPairs splits job classes until every job of a class takes part in
+// the same number of pairs of each pair class in the same role, then returns
+// the refined job classes and the pair classes. The input classes are left
+// unchanged. Pairs with an excluded job (class -1) are left out.
+func refineByPairs(classes *jobClasses, pairs []pairLink) (*jobClasses, *pairClasses) {
+	current := classes
+	for {
+		pcs := classifyPairs(current, pairs)
+		refined := splitByPairRoles(current, pcs, pairs)
+		if refined.Count() == current.Count() {
+			return current, pcs
+		}
+		current = refined
+	}
+}
+
+// sideKey is the signature of one side of a pair under the current classes.
+func sideKey(classes *jobClasses, link *pairLink, side int) classKey {
+	return classKey(nil).int(classes.Of[link.Jobs[side]]).bytes(link.Side[side])
+}
+
+// classifyPairs groups pairs whose (class, side bytes) sides match, in
+// either order.
+func classifyPairs(classes *jobClasses, pairs []pairLink) *pairClasses {
+	pcs := &pairClasses{Of: make([]int, len(pairs)), Swapped: make([]bool, len(pairs))}
+	index := make(map[string]int)
+	for i := range pairs {
+		link := &pairs[i]
+		if classes.Of[link.Jobs[0]] < 0 || classes.Of[link.Jobs[1]] < 0 {
+			pcs.Of[i] = -1
+			continue
+		}
+		a, b := sideKey(classes, link, 0), sideKey(classes, link, 1)
+		swapped := bytes.Compare(a, b) > 0
+		if swapped {
+			a, b = b, a
+		}
+		key := string(classKey(nil).bytes(a).bytes(b))
+		c, ok := index[key]
+		if !ok {
+			c = len(pcs.Members)
+			index[key] = c
+			pcs.Members = append(pcs.Members, nil)
+			first, second := classes.Of[link.Jobs[0]], classes.Of[link.Jobs[1]]
+			if swapped {
+				first, second = second, first
+			}
+			pcs.SideClass = append(pcs.SideClass, [2]int{first, second})
+		}
+		pcs.Of[i] = c
+		pcs.Swapped[i] = swapped
+		pcs.Members[c] = append(pcs.Members[c], i)
+	}
+	return pcs
+}
+
+// splitByPairRoles refines classes by each job's multiset of (pair class,
+// canonical side) memberships. A pair whose two canonical sides are
+// identical gives both jobs the same role.
+func splitByPairRoles(classes *jobClasses, pcs *pairClasses, pairs []pairLink) *jobClasses {
+	type role struct{ class, side int }
+	roles := make([][]role, len(classes.Of))
+	for i := range pairs {
+		c := pcs.Of[i]
+		if c < 0 {
+			continue
+		}
+		link := &pairs[i]
+		symmetric := bytes.Equal(sideKey(classes, link, 0), sideKey(classes, link, 1))
+		for s := 0; s < 2; s++ {
+			canonical := s
+			if pcs.Swapped[i] {
+				canonical = s ^ 1
+			}
+			if symmetric {
+				canonical = 0
+			}
+			j := link.Jobs[s]
+			roles[j] = append(roles[j], role{c, canonical})
+		}
+	}
+	return groupBySignature(len(classes.Of), func(j int, key classKey) classKey {
+		if classes.Of[j] < 0 {
+			return nil
+		}
+		r := roles[j]
+		sort.Slice(r, func(a, b int) bool {
+			if r[a].class != r[b].class {
+				return r[a].class < r[b].class
+			}
+			return r[a].side < r[b].side
+		})
+		key = key.int(classes.Of[j])
+		for _, x := range r {
+			key = key.int(x.class).int(x.side)
+		}
+		return key
+	})
+}
