@@ -197,5 +197,5 @@ func (r *Rand) ExpGap(lam float64) float64 {
 		return 0
 	}
 	u := r.Float64()
-	return -math.Log(1.0-u) / (1.0 / lam)
+	return -libmLog(1.0-u) / (1.0 / lam)
 }
