@@ -1,0 +1,169 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The cost policies maximize training progress per unit of money: the
+// linear-fractional objective of the paper's §4.2,
+//
+//	maximize Σ_j Σ_t T[j][t]·X[j][t]  /  Σ_j Σ_t cost_t·sf_j·X[j][t]
+//
+// (a job of scale factor sf pays for sf GPUs; a co-located pair pays for its
+// GPUs once). The Charnes-Cooper transform makes it one exact LP: with
+// s = 1/denominator and y = s·X, maximize Σ T·y subject to Σ cost·sf·y = 1
+// and the allocation constraints with their right-hand sides multiplied by
+// s. The _SLOs variants add Σ_t T[j][t]·X[j][t] >= R_j/SLO_j for every job
+// with an SLO.
+//
+// The ratio is scale-invariant, so its optimum usually includes allocations
+// that leave most of the cluster idle. A second LP therefore picks, among
+// the ratio-optimal allocations, one with the largest total throughput.
+//
+// Allocation.Objective is StepsPerCost: steps bought per cost unit (per
+// dollar when costs are $/GPU-hour).
+
+func init() {
+	registerFunc("max_sum_throughput_normalized_by_cost_perf", func(p *Problem) (*Allocation, error) {
+		return maxThroughputPerCost(p, "max_sum_throughput_normalized_by_cost_perf", false, false)
+	})
+	registerFunc("max_sum_throughput_normalized_by_cost_perf_SLOs", func(p *Problem) (*Allocation, error) {
+		return maxThroughputPerCost(p, "max_sum_throughput_normalized_by_cost_perf_SLOs", true, false)
+	})
+	registerFunc("max_sum_throughput_normalized_by_cost_packed_SLOs", func(p *Problem) (*Allocation, error) {
+		return maxThroughputPerCost(p, "max_sum_throughput_normalized_by_cost_packed_SLOs", true, true)
+	})
+}
+
+// ratioTolerance is the relative slack allowed on the optimal ratio in the
+// second LP, so that solver round-off cannot make it infeasible.
+const ratioTolerance = 1e-12
+
+func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocation, error) {
+	for _, t := range p.Types() {
+		c, ok := p.Costs[t]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("GPU type %q: %w", t, ErrNoCosts)
+		case !(c > 0) || math.IsInf(c, 1):
+			return nil, fmt.Errorf("GPU type %q: cost %g must be positive and finite", t, c)
+		}
+	}
+	var stats Stats
+
+	// Stage 1: the optimal ratio, by Charnes-Cooper.
+	cc, err := buildPlacementLP(p, realThroughput, packed, true)
+	if err != nil {
+		return nil, err
+	}
+	if cc.lp.NumColumns() == 1 {
+		return nil, fmt.Errorf("no job can run on any GPU type: %w", ErrInfeasible)
+	}
+	cc.lp.Maximize()
+	for i := range cc.effCols {
+		for k, c := range cc.effCols[i] {
+			cc.lp.SetObjective(c, cc.lp.obj[c]+cc.effCoefs[i][k])
+		}
+	}
+	costCols, costCoefs := costForm(p, cc)
+	cc.lp.AddRow(costCols, costCoefs, 1, 1)
+	if slos {
+		addSLORows(p, cc)
+	}
+	res, err := cc.lp.Solve()
+	if errors.Is(err, ErrInfeasible) && slos {
+		return nil, fmt.Errorf("the SLOs cannot all be met: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	noteLP(&stats, cc.lp)
+	ratio := res.Objective // steps/s per cost unit/hour
+
+	// Stage 2: the most throughput among allocations within tolerance of
+	// that ratio: Σ eff - ratio·Σ cost·sf·X >= 0.
+	b, err := newPlacementLP(p, realThroughput, packed)
+	if err != nil {
+		return nil, err
+	}
+	b.lp.Maximize()
+	costCols, costCoefs = costForm(p, b)
+	coefByCol := make(map[int]float64, len(costCols))
+	for k, c := range costCols {
+		coefByCol[c] = -ratio * (1 - ratioTolerance) * costCoefs[k]
+	}
+	for i := range b.effCols {
+		for k, c := range b.effCols[i] {
+			b.lp.SetObjective(c, b.lp.obj[c]+b.effCoefs[i][k])
+			coefByCol[c] += b.effCoefs[i][k]
+		}
+	}
+	cols := make([]int, 0, len(coefByCol))
+	coefs := make([]float64, 0, len(coefByCol))
+	for c := 0; c < b.lp.NumColumns(); c++ {
+		if v, ok := coefByCol[c]; ok {
+			cols = append(cols, c)
+			coefs = append(coefs, v)
+		}
+	}
+	b.lp.AddRow(cols, coefs, 0, Inf)
+	if slos {
+		addSLORows(p, b)
+	}
+	var a *Allocation
+	if res2, err := b.lp.Solve(); err == nil {
+		a = b.allocation(p, name, res2.X)
+		noteLP(&stats, b.lp)
+	} else {
+		// Round-off put the ratio just out of reach: keep stage 1's
+		// allocation X = y/s, optimal but possibly using little capacity.
+		s := res.X[cc.scaleCol]
+		x := make([]float64, len(res.X))
+		for c := range x {
+			if c != cc.scaleCol && s > 0 {
+				x[c] = res.X[c] / s
+			}
+		}
+		a = cc.allocation(p, name, x)
+	}
+	a.Stats = stats
+	if a.Objective, err = StepsPerCost(p, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// costForm is the linear form Σ cost_t·sf·X over the columns of b.
+func costForm(p *Problem, b *placementLP) ([]int, []float64) {
+	var cols []int
+	var coefs []float64
+	for _, u := range b.units {
+		sf := float64(jobScale(&p.Jobs[u.jobs[0]]))
+		for k, c := range u.cols {
+			if c >= 0 {
+				cols = append(cols, c)
+				coefs = append(coefs, p.Costs[b.types[k]]*sf)
+			}
+		}
+	}
+	return cols, coefs
+}
+
+// addSLORows adds eff_j >= R_j/SLO_j for every job with an SLO and steps
+// left (homogenized when b is).
+func addSLORows(p *Problem, b *placementLP) {
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if j.SLO <= 0 || j.StepsRemaining <= 0 {
+			continue
+		}
+		need := j.StepsRemaining / j.SLO
+		if b.scaleCol >= 0 {
+			b.effectiveRow(i, []int{b.scaleCol}, []float64{-need}, 0, Inf)
+		} else {
+			b.effectiveRow(i, nil, nil, need, Inf)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// The min_total_duration policies minimize the makespan
+// max_j R_j / Σ_t T[j][t]·X[j][t]. With z = 1/makespan this is one exact
+// LP instead of a bisection over feasibility LPs:
+//
+//	maximize z  s.t.  Σ_t T[j][t]·X[j][t] >= R_j·z  for every job with R_j > 0
+//
+// min_total_duration is the heterogeneity-agnostic baseline (every usable
+// type assumed as fast as the job's v100), min_total_duration_perf uses the
+// measured throughputs, min_total_duration_packed adds the problem's pairs.
+//
+// Allocation.Objective is the makespan in seconds under the measured
+// throughputs (for the agnostic variant, the makespan its allocation would
+// really give).
+
+func init() {
+	registerFunc("min_total_duration", func(p *Problem) (*Allocation, error) {
+		return minMakespan(p, "min_total_duration", agnosticThroughput(p), false)
+	})
+	registerFunc("min_total_duration_perf", func(p *Problem) (*Allocation, error) {
+		return minMakespan(p, "min_total_duration_perf", realThroughput, false)
+	})
+	registerFunc("min_total_duration_packed", func(p *Problem) (*Allocation, error) {
+		return minMakespan(p, "min_total_duration_packed", realThroughput, true)
+	})
+}
+
+func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Allocation, error) {
+	b, err := newPlacementLP(p, tput, packed)
+	if err != nil {
+		return nil, err
+	}
+	// Scale steps so z is of order 1 whatever the units: z' = z·scale.
+	scale := 0.0
+	for i := range p.Jobs {
+		scale = math.Max(scale, p.Jobs[i].StepsRemaining)
+	}
+	if scale == 0 {
+		// Nothing left to run: the makespan is 0 for any allocation.
+		a := b.allocation(p, name, make([]float64, b.lp.NumColumns()))
+		return a, nil
+	}
+	z := b.lp.AddColumn(0, Inf, 1)
+	b.lp.Maximize()
+	for i := range p.Jobs {
+		r := p.Jobs[i].StepsRemaining
+		if r <= 0 {
+			continue
+		}
+		if len(b.effCols[i]) == 0 {
+			return nil, fmt.Errorf("job %s: cannot run on any GPU type of the cluster: %w", p.Jobs[i].ID, ErrInfeasible)
+		}
+		b.effectiveRow(i, []int{z}, []float64{-r / scale}, 0, Inf)
+	}
+	res, err := b.lp.Solve()
+	if err != nil {
+		return nil, err
+	}
+	a := b.allocation(p, name, res.X)
+	noteLP(&a.Stats, b.lp)
+	if a.Objective, err = Makespan(p, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}

@@ -1,0 +1,332 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// placementLP is the common skeleton of the allocation LPs of this file's
+// family of policies (throughput sum, makespan, finish-time fairness, cost,
+// shortest job first): one column per (job or pair, GPU type) on which the
+// row may run, and the constraints of the paper's §3.1:
+//
+//	0 <= X <= 1, Σ_t X[j][t] <= 1 per job (pairs count for both members),
+//	Σ_j sf_j·X[j][t] <= N_t per type.
+//
+// No column exists where a job's throughput is 0 or its scale factor is
+// larger than the type's GPU count, so such placements are impossible by
+// construction rather than by a constraint.
+type placementLP struct {
+	lp    *LP
+	types []string
+	// units are the allocation rows: every job (problem order), then every
+	// usable pair.
+	units []placementUnit
+	// effCols/effCoefs express each job's effective throughput (steps/s)
+	// as a linear form over the columns, indexed like Problem.Jobs.
+	effCols  [][]int
+	effCoefs [][]float64
+	// scaleCol is the Charnes-Cooper scaling column when the LP was built
+	// homogeneous (every constant right-hand side multiplied by it), else -1.
+	scaleCol int
+}
+
+// placementUnit is one row of the allocation: a job or a pair of jobs.
+type placementUnit struct {
+	jobs []int // indices into Problem.Jobs
+	cols []int // column per type index, -1 where the unit cannot run
+}
+
+// throughputFunc gives a job's step rate on a type as a policy sees it.
+type throughputFunc func(j *Job, t string) float64
+
+// realThroughput is the measured throughput: the heterogeneity-aware view.
+func realThroughput(j *Job, t string) float64 { return j.Throughput(t) }
+
+// agnosticThroughput returns the heterogeneity-agnostic view used by
+// finish_time_fairness and min_total_duration: every type on which the job
+// can run is assumed to be as fast as the job's v100 (or, without a usable
+// v100 entry, its fastest type). Types where the job cannot run stay at 0,
+// because no policy may place a job where it cannot execute.
+func agnosticThroughput(p *Problem) throughputFunc {
+	ref := make(map[*Job]float64, len(p.Jobs))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		v := 0.0
+		if _, ok := p.GPUs["v100"]; ok {
+			v = j.Throughput("v100")
+		}
+		if v <= 0 {
+			for t := range p.GPUs {
+				v = math.Max(v, j.Throughput(t))
+			}
+		}
+		ref[j] = v
+	}
+	return func(j *Job, t string) float64 {
+		if j.Throughput(t) <= 0 {
+			return 0
+		}
+		if r, ok := ref[j]; ok {
+			return r
+		}
+		return j.Throughput(t)
+	}
+}
+
+// jobScale is the job's scale factor, treating unset values as 1.
+func jobScale(j *Job) int {
+	if j.ScaleFactor < 1 {
+		return 1
+	}
+	return j.ScaleFactor
+}
+
+// jobWeight is the job's priority weight, treating unset values as 1.
+func jobWeight(j *Job) float64 {
+	if j.Weight <= 0 || math.IsNaN(j.Weight) {
+		return 1
+	}
+	return j.Weight
+}
+
+// findPair returns the problem's pair entry for jobs a and b and whether the
+// stored order is swapped relative to (a, b).
+func findPair(p *Problem, a, b string) (*Pair, bool) {
+	for i := range p.Pairs {
+		pr := &p.Pairs[i]
+		if pr.Jobs[0] == a && pr.Jobs[1] == b {
+			return pr, false
+		}
+		if pr.Jobs[0] == b && pr.Jobs[1] == a {
+			return pr, true
+		}
+	}
+	return nil, false
+}
+
+// newPlacementLP builds the columns and base constraints for p. With packed
+// set, the problem's pairs of equal scale factor get columns too.
+func newPlacementLP(p *Problem, tput throughputFunc, packed bool) (*placementLP, error) {
+	return buildPlacementLP(p, tput, packed, false)
+}
+
+// buildPlacementLP is newPlacementLP with the option of a homogeneous LP for
+// the Charnes-Cooper transform of a ratio objective: column scaleCol = s >= 0
+// is added first, the columns stand for y = s·X (so their upper bound of 1
+// becomes implied by the time rows), and each row's constant bound c becomes
+// the term -c·s with bound 0.
+func buildPlacementLP(p *Problem, tput throughputFunc, packed, homogeneous bool) (*placementLP, error) {
+	types := p.Types()
+	b := &placementLP{
+		lp:       NewLP(0),
+		types:    types,
+		effCols:  make([][]int, len(p.Jobs)),
+		effCoefs: make([][]float64, len(p.Jobs)),
+		scaleCol: -1,
+	}
+	colHi := 1.0
+	if homogeneous {
+		b.scaleCol = b.lp.AddColumn(0, Inf, 0)
+		colHi = Inf
+	}
+	index := make(map[string]int, len(p.Jobs))
+	for i := range p.Jobs {
+		if _, dup := index[p.Jobs[i].ID]; dup {
+			return nil, fmt.Errorf("duplicate job id %q", p.Jobs[i].ID)
+		}
+		index[p.Jobs[i].ID] = i
+	}
+	// timeCols[j] lists every column that consumes job j's time.
+	timeCols := make([][]int, len(p.Jobs))
+	capCols := make([][]int, len(types))
+	capCoefs := make([][]float64, len(types))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		u := placementUnit{jobs: []int{i}, cols: make([]int, len(types))}
+		for k, t := range types {
+			u.cols[k] = -1
+			tp := tput(j, t)
+			if tp <= 0 || p.GPUs[t] < jobScale(j) {
+				continue
+			}
+			c := b.lp.AddColumn(0, colHi, 0)
+			u.cols[k] = c
+			b.effCols[i] = append(b.effCols[i], c)
+			b.effCoefs[i] = append(b.effCoefs[i], tp)
+			timeCols[i] = append(timeCols[i], c)
+			capCols[k] = append(capCols[k], c)
+			capCoefs[k] = append(capCoefs[k], float64(jobScale(j)))
+		}
+		b.units = append(b.units, u)
+	}
+	if packed {
+		for _, pr := range p.Pairs {
+			ia, okA := index[pr.Jobs[0]]
+			ib, okB := index[pr.Jobs[1]]
+			if !okA || !okB || ia == ib {
+				return nil, fmt.Errorf("pair %s+%s names a job that is not in the problem", pr.Jobs[0], pr.Jobs[1])
+			}
+			ja, jb := &p.Jobs[ia], &p.Jobs[ib]
+			if jobScale(ja) != jobScale(jb) {
+				continue // co-location needs equal scale factors
+			}
+			u := placementUnit{jobs: []int{ia, ib}, cols: make([]int, len(types))}
+			used := false
+			for k, t := range types {
+				u.cols[k] = -1
+				tp := pr.Throughputs[t]
+				if tp[0] <= 0 || tp[1] <= 0 || p.GPUs[t] < jobScale(ja) {
+					continue
+				}
+				c := b.lp.AddColumn(0, colHi, 0)
+				u.cols[k] = c
+				used = true
+				b.effCols[ia] = append(b.effCols[ia], c)
+				b.effCoefs[ia] = append(b.effCoefs[ia], tp[0])
+				b.effCols[ib] = append(b.effCols[ib], c)
+				b.effCoefs[ib] = append(b.effCoefs[ib], tp[1])
+				timeCols[ia] = append(timeCols[ia], c)
+				timeCols[ib] = append(timeCols[ib], c)
+				capCols[k] = append(capCols[k], c)
+				capCoefs[k] = append(capCoefs[k], float64(jobScale(ja)))
+			}
+			if used {
+				b.units = append(b.units, u)
+			}
+		}
+	}
+	for i := range p.Jobs {
+		if len(timeCols[i]) > 0 {
+			b.boundedRow(timeCols[i], ones(len(timeCols[i])), 1)
+		}
+	}
+	for k, t := range types {
+		if len(capCols[k]) > 0 {
+			b.boundedRow(capCols[k], capCoefs[k], float64(p.GPUs[t]))
+		}
+	}
+	return b, nil
+}
+
+// boundedRow adds Σ coefs·cols <= hi, homogenized when the LP is.
+func (b *placementLP) boundedRow(cols []int, coefs []float64, hi float64) {
+	if b.scaleCol < 0 {
+		b.lp.AddRow(cols, coefs, -Inf, hi)
+		return
+	}
+	cols = append(append([]int(nil), cols...), b.scaleCol)
+	coefs = append(append([]float64(nil), coefs...), -hi)
+	b.lp.AddRow(cols, coefs, -Inf, 0)
+}
+
+func ones(n int) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}
+
+// effectiveRow adds lo <= eff_j - Σ extraCoefs·extraCols <= hi for job i.
+func (b *placementLP) effectiveRow(i int, extraCols []int, extraCoefs []float64, lo, hi float64) {
+	cols := append(append([]int(nil), b.effCols[i]...), extraCols...)
+	coefs := append(append([]float64(nil), b.effCoefs[i]...), extraCoefs...)
+	b.lp.AddRow(cols, coefs, lo, hi)
+}
+
+// effective evaluates each job's effective throughput at column values x.
+func (b *placementLP) effective(x []float64) []float64 {
+	eff := make([]float64, len(b.effCols))
+	for i := range b.effCols {
+		for k, c := range b.effCols[i] {
+			eff[i] += b.effCoefs[i][k] * x[c]
+		}
+	}
+	return eff
+}
+
+// allocation turns column values into an Allocation: one row per job, then
+// the pairs that received time. Values are clipped to [0, 1] and solver
+// noise below 1e-9 is dropped.
+func (b *placementLP) allocation(p *Problem, name string, x []float64) *Allocation {
+	a := &Allocation{Policy: name, Types: b.types}
+	for n, u := range b.units {
+		fr := make([]float64, len(b.types))
+		received := false
+		for k, c := range u.cols {
+			if c < 0 {
+				continue
+			}
+			v := x[c]
+			if v < 1e-9 {
+				v = 0
+			}
+			fr[k] = math.Min(v, 1)
+			received = received || fr[k] > 0
+		}
+		if n >= len(p.Jobs) && !received {
+			continue
+		}
+		ids := make([]string, len(u.jobs))
+		for m, ji := range u.jobs {
+			ids[m] = p.Jobs[ji].ID
+		}
+		a.Rows = append(a.Rows, Row{Jobs: ids, Fractions: fr})
+	}
+	return a
+}
+
+// noteLP records one solved LP's size in s.
+func noteLP(s *Stats, lp *LP) {
+	s.LPs++
+	s.Columns = max(s.Columns, lp.NumColumns())
+	s.Rows = max(s.Rows, lp.NumRows())
+}
+
+// emptyAllocation is the answer for a problem without jobs: rows for
+// nothing, columns for every type.
+func emptyAllocation(p *Problem, name string) *Allocation {
+	return &Allocation{Policy: name, Types: p.Types()}
+}
+
+// funcPolicy adapts a stateless allocation function to the Policy interface.
+type funcPolicy struct {
+	name string
+	fn   func(p *Problem) (*Allocation, error)
+}
+
+func (f funcPolicy) Name() string { return f.name }
+
+func (f funcPolicy) Allocate(p *Problem) (*Allocation, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%s: nil problem", f.name)
+	}
+	if len(p.Jobs) == 0 {
+		return emptyAllocation(p, f.name), nil
+	}
+	a, err := f.fn(p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.name, err)
+	}
+	a.Stats.Classes = len(p.Jobs)
+	return a, nil
+}
+
+// registerFunc registers a stateless policy.
+func registerFunc(name string, fn func(p *Problem) (*Allocation, error)) {
+	register(name, func(Options) Policy { return funcPolicy{name: name, fn: fn} })
+}
+
+// setRowCoef changes the coefficient of column col in row r, which must
+// already hold an entry for it (rows keep the entries they were built with).
+func (b *placementLP) setRowCoef(r, col int, v float64) {
+	lp := b.lp
+	for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
+		if lp.rowCols[k] == col {
+			lp.rowVals[k] = v
+			return
+		}
+	}
+	panic(fmt.Sprintf("policy: row %d has no entry for column %d", r, col))
+}

@@ -1,0 +1,34 @@
+package policy
+
+// max_sum_throughput_perf maximizes the cluster's total effective throughput
+// Σ_j Σ_t T[j][t]·X[j][t] (steps/s summed over jobs). It ignores fairness:
+// jobs that gain little from any GPU may get nothing.
+
+func init() {
+	registerFunc("max_sum_throughput_perf", func(p *Problem) (*Allocation, error) {
+		return maxSumThroughput(p, "max_sum_throughput_perf")
+	})
+}
+
+func maxSumThroughput(p *Problem, name string) (*Allocation, error) {
+	b, err := newPlacementLP(p, realThroughput, false)
+	if err != nil {
+		return nil, err
+	}
+	b.lp.Maximize()
+	for i := range b.effCols {
+		for k, c := range b.effCols[i] {
+			b.lp.SetObjective(c, b.effCoefs[i][k])
+		}
+	}
+	res, err := b.lp.Solve()
+	if err != nil {
+		return nil, err
+	}
+	a := b.allocation(p, name, res.X)
+	noteLP(&a.Stats, b.lp)
+	if a.Objective, err = TotalThroughput(p, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
