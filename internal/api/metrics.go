@@ -1,0 +1,122 @@
+package api
+
+import (
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the daemon's Prometheus series. All names start with
+// gavel_slurm_.
+type Metrics struct {
+	roundDuration prometheus.Histogram
+	solveDuration prometheus.Histogram
+	rounds        prometheus.Counter
+	roundsSkipped *prometheus.CounterVec
+	jobs          *prometheus.GaugeVec
+	allocatedGPUs *prometheus.GaugeVec
+	busyGPUs      *prometheus.GaugeVec
+	jobAllocation *prometheus.GaugeVec
+	jobReceived   *prometheus.GaugeVec
+	preemptions   prometheus.Counter
+	actions       *prometheus.CounterVec
+}
+
+// NewMetrics creates the series and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	// Rounds last from milliseconds (small clusters) to a few seconds
+	// (a thousand jobs with a slow slurmrestd).
+	buckets := prometheus.ExponentialBuckets(0.001, 2.5, 12)
+	m := &Metrics{
+		roundDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gavel_slurm_round_duration_seconds", Help: "Time from a round's snapshot to its last applied action.", Buckets: buckets}),
+		solveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gavel_slurm_solve_duration_seconds", Help: "Time spent computing an allocation (only rounds that recomputed it).", Buckets: buckets}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gavel_slurm_rounds_total", Help: "Rounds run, skipped ones included."}),
+		roundsSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gavel_slurm_rounds_skipped_total", Help: "Rounds that sent nothing because Slurm's view could not be trusted, by cause."}, []string{"cause"}),
+		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gavel_slurm_jobs", Help: "Jobs in the managed partitions by Slurm state, GPU type they run on and whether they are managed."},
+			[]string{"state", "gpu_type", "managed"}),
+		allocatedGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gavel_slurm_allocated_gpus", Help: "GPUs of each type the allocation keeps busy on average (sum of fraction x GPUs)."}, []string{"gpu_type"}),
+		busyGPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gavel_slurm_busy_gpus", Help: "GPUs of each type used by running jobs."}, []string{"gpu_type"}),
+		jobAllocation: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gavel_slurm_job_allocation_fraction", Help: "Fraction of time the policy gives a job on a GPU type."}, []string{"job_id", "gpu_type"}),
+		jobReceived: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gavel_slurm_job_received_fraction", Help: "Fraction of the time since arrival a job has run on a GPU type; compare with the allocation."}, []string{"job_id", "gpu_type"}),
+		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gavel_slurm_preemptions_total", Help: "Running jobs preempted (grace signal sent)."}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gavel_slurm_actions_total", Help: "Slurm actions by kind and result (sent, failed, dry_run)."}, []string{"kind", "result"}),
+	}
+	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
+		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions)
+	return m
+}
+
+// ObserveRound records one round's timings; solve is 0 when the cached
+// allocation was reused.
+func (m *Metrics) ObserveRound(duration, solve time.Duration) {
+	m.rounds.Inc()
+	m.roundDuration.Observe(duration.Seconds())
+	if solve > 0 {
+		m.solveDuration.Observe(solve.Seconds())
+	}
+}
+
+// CountSkip records a round that sent nothing, by a short fixed cause
+// (snapshot_error, no_nodes, jobs_vanished, ...).
+func (m *Metrics) CountSkip(cause string) {
+	m.rounds.Inc()
+	m.roundsSkipped.WithLabelValues(cause).Inc()
+}
+
+// CountAction records one Slurm action's outcome: "sent", "failed" or
+// "dry_run".
+func (m *Metrics) CountAction(kind, result string) { m.actions.WithLabelValues(kind, result).Inc() }
+
+// CountPreemption records one preemption.
+func (m *Metrics) CountPreemption() { m.preemptions.Inc() }
+
+// ObserveStatus replaces the per-job and per-type gauges with the values
+// of s. Series of jobs that are gone are dropped, so finished jobs do not
+// linger in Prometheus.
+func (m *Metrics) ObserveStatus(s Status) {
+	m.jobs.Reset()
+	m.jobAllocation.Reset()
+	m.jobReceived.Reset()
+	for _, j := range s.Jobs {
+		managed := "false"
+		if j.Managed {
+			managed = "true"
+		}
+		m.jobs.WithLabelValues(j.State, j.GPUType, managed).Inc()
+		for _, t := range sortedKeys(j.Allocation) {
+			m.jobAllocation.WithLabelValues(j.JobID, t).Set(j.Allocation[t])
+		}
+		if j.SinceArrival > 0 {
+			for _, t := range sortedKeys(j.Received) {
+				m.jobReceived.WithLabelValues(j.JobID, t).Set(j.Received[t] / j.SinceArrival)
+			}
+		}
+	}
+	m.allocatedGPUs.Reset()
+	m.busyGPUs.Reset()
+	for _, ts := range s.Types {
+		m.allocatedGPUs.WithLabelValues(ts.Type).Set(ts.AllocatedGPUs)
+		m.busyGPUs.WithLabelValues(ts.Type).Set(float64(ts.Busy))
+	}
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

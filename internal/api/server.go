@@ -1,0 +1,148 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Board holds the latest published Status and Allocation. The daemon
+// publishes after every round; handlers read concurrently.
+type Board struct {
+	mu         sync.RWMutex
+	status     Status
+	allocation Allocation
+	// healthErr is why the daemon is unhealthy, nil when it is fine.
+	healthErr error
+}
+
+// Publish replaces the documents served.
+func (b *Board) Publish(s Status, a Allocation) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.status, b.allocation = s, a
+}
+
+// SetHealth records the daemon's health: nil when rounds run normally.
+func (b *Board) SetHealth(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.healthErr = err
+}
+
+// Status returns the latest status.
+func (b *Board) Status() Status {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.status
+}
+
+// Allocation returns the latest allocation.
+func (b *Board) Allocation() Allocation {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.allocation
+}
+
+// Health returns nil when healthy.
+func (b *Board) Health() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.healthErr
+}
+
+// Handler returns the API's routes over board, with /metrics served from
+// gatherer.
+func Handler(board *Board, gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, board.Status())
+	})
+	mux.HandleFunc("GET /v1/allocation", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, board.Allocation())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := board.Health(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		// Headers are gone already; the client sees a truncated body.
+		return
+	}
+}
+
+// Listen opens addr: "host:port" for TCP or "unix:/path" for a unix
+// socket (a stale socket file from an earlier run is removed first).
+func Listen(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Serve serves h on ln until ctx is done, then shuts down gracefully.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("api server: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("api shutdown: %w", err)
+		}
+		return nil
+	}
+}
+
+// Client returns an HTTP client and base URL for addr as Listen accepts
+// it, so the status command reaches a unix socket the same way.
+func Client(addr string) (*http.Client, string) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}}
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second}, "http://unix"
+	}
+	base := addr
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	return &http.Client{Timeout: 10 * time.Second}, strings.TrimRight(base, "/")
+}

@@ -1,0 +1,102 @@
+// Package api serves the daemon's view over HTTP: /v1/status and
+// /v1/allocation as JSON, /metrics for Prometheus and /healthz. It also
+// defines those JSON documents, which the status command decodes.
+//
+// The daemon publishes a new Status after every round; the server only
+// reads the latest one, so a slow client never delays a round.
+package api
+
+import "time"
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Round Round `json:"round"`
+	// Jobs are the jobs of the managed partitions, managed or not, in
+	// job id order.
+	Jobs []JobStatus `json:"jobs"`
+	// Types summarizes each GPU type, in name order.
+	Types []TypeSummary `json:"types"`
+}
+
+// Round describes the last round.
+type Round struct {
+	Number uint64 `json:"number"`
+	Policy string `json:"policy"`
+	// Started is when the last round began; zero before the first one.
+	Started time.Time `json:"started"`
+	// DurationSeconds is how long the round took (snapshot to applied).
+	DurationSeconds float64 `json:"duration_seconds"`
+	// SolveSeconds is the time spent computing the allocation (0 when the
+	// cached allocation was reused).
+	SolveSeconds float64 `json:"solve_seconds"`
+	// Length is the configured round length in seconds.
+	LengthSeconds float64 `json:"length_seconds"`
+	// NextAt is when the next round starts.
+	NextAt time.Time `json:"next_at"`
+	// AllocationComputed is when the allocation in use was computed.
+	AllocationComputed time.Time `json:"allocation_computed"`
+	DryRun             bool      `json:"dry_run"`
+	// Skipped is non-empty when the last round sent nothing on purpose
+	// (the snapshot failed or looked wrong); it says why.
+	Skipped string `json:"skipped,omitempty"`
+	// ActionsSent and ActionsFailed count the last round's Slurm actions.
+	ActionsSent   int `json:"actions_sent"`
+	ActionsFailed int `json:"actions_failed"`
+}
+
+// JobStatus is one job as status shows it.
+type JobStatus struct {
+	JobID string `json:"job_id"`
+	User  string `json:"user"`
+	// Model is the tagged model, empty when the job has no tag.
+	Model   string `json:"model,omitempty"`
+	Managed bool   `json:"managed"`
+	// Reason explains the last decision, or why the job is not managed.
+	Reason string `json:"reason"`
+	// State is Slurm's job state (PENDING, RUNNING, ...).
+	State string `json:"state"`
+	// GPUType is the type the job runs on now; empty when not running.
+	GPUType string `json:"gpu_type,omitempty"`
+	GPUs    int    `json:"gpus"`
+	// Decision is the round mechanism's last decision for the job.
+	Decision string `json:"decision,omitempty"`
+	// Allocation is the policy's share of time on each type.
+	Allocation map[string]float64 `json:"allocation,omitempty"`
+	// Received is the seconds of service on each type since the job
+	// arrived.
+	Received map[string]float64 `json:"received,omitempty"`
+	// SinceArrival is the seconds since the daemon first saw the job.
+	SinceArrival float64 `json:"since_arrival"`
+	// ThroughputSource says where the job's throughput estimates come
+	// from (reference table entry, default, measurement).
+	ThroughputSource string `json:"throughput_source,omitempty"`
+}
+
+// TypeSummary is one GPU type's line in status.
+type TypeSummary struct {
+	Type string `json:"type"`
+	// GPUs is the number of GPUs of the type on usable nodes.
+	GPUs int `json:"gpus"`
+	// Busy is the GPUs used by running jobs (managed or not).
+	Busy int `json:"busy"`
+	// Running and Pending count the managed jobs placed on, or waiting
+	// for, the type.
+	Running int `json:"running"`
+	Pending int `json:"pending"`
+	// AllocatedGPUs is Σ_jobs allocation × GPUs: how many GPUs of the
+	// type the policy means to keep busy on average.
+	AllocatedGPUs float64 `json:"allocated_gpus"`
+	// CostPerHour is the configured price, when set.
+	CostPerHour float64 `json:"cost_per_hour,omitempty"`
+}
+
+// Allocation is the body of GET /v1/allocation: the policy's answer in
+// use, as {row key: {type: fraction}} (a row key is a job id, or "a+b"
+// for a co-located pair).
+type Allocation struct {
+	Policy    string                        `json:"policy"`
+	Computed  time.Time                     `json:"computed"`
+	Types     []string                      `json:"types"`
+	Objective float64                       `json:"objective"`
+	Rows      map[string]map[string]float64 `json:"rows"`
+}
