@@ -46,6 +46,8 @@ func ParseGRESList(s string) ([]GRES, error) {
 			default:
 				continue
 			}
+		} else if depth != 0 {
+			return nil, fmt.Errorf("gres %q: unbalanced '('", s)
 		}
 		g, err := ParseGRES(s[start:i])
 		if err != nil {
@@ -53,9 +55,6 @@ func ParseGRESList(s string) ([]GRES, error) {
 		}
 		out = append(out, g)
 		start = i + 1
-	}
-	if depth != 0 {
-		return nil, fmt.Errorf("gres %q: unbalanced '('", s)
 	}
 	return out, nil
 }

@@ -1,0 +1,312 @@
+// Package fake is an in-memory Slurm that implements bridge.Reader and
+// bridge.Actuator, for unit tests of the daemon's logic. It follows the
+// behaviour of a real Slurm 24.11 that the daemon relies on (what may be
+// changed on pending or running jobs, what a requeue does) and lets tests
+// inject failures.
+package fake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// ErrNotPending mirrors Slurm's refusal to change a started job.
+var ErrNotPending = errors.New("job is no longer pending execution")
+
+// ErrNotRunning is returned for signals and requeues of jobs that do not run.
+var ErrNotRunning = errors.New("job is not running")
+
+// ErrNoJob is returned for an unknown job id.
+var ErrNoJob = errors.New("invalid job id specified")
+
+// Slurm is the in-memory cluster. The zero value is not usable; call New.
+type Slurm struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	nodes   map[string]bridge.Node
+	jobs    map[bridge.JobID]bridge.Job
+	nextID  bridge.JobID
+	applied []bridge.Action
+	signals map[bridge.JobID][]string
+
+	snapshotErr error
+	failAction  func(bridge.Action) error
+}
+
+// New returns an empty cluster whose Snapshot times come from now.
+func New(now func() time.Time) *Slurm {
+	return &Slurm{
+		now:     now,
+		nodes:   map[string]bridge.Node{},
+		jobs:    map[bridge.JobID]bridge.Job{},
+		nextID:  1,
+		signals: map[bridge.JobID][]string{},
+	}
+}
+
+// AddNode adds or replaces a node.
+func (s *Slurm) AddNode(n bridge.Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(n.State) == 0 {
+		n.State = []string{"IDLE"}
+	}
+	s.nodes[n.Name] = n
+}
+
+// Submit adds a pending job and returns its id. A zero ID gets the next
+// free one; the comment is parsed into the job's tag.
+func (s *Slurm) Submit(j bridge.Job) bridge.JobID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j.ID == 0 {
+		for s.jobs[s.nextID].ID != 0 {
+			s.nextID++
+		}
+		j.ID = s.nextID
+		s.nextID++
+	}
+	j = j.WithComment(j.Comment)
+	if j.State == "" {
+		j.State = bridge.JobPending
+	}
+	if j.SubmitTime.IsZero() {
+		j.SubmitTime = s.now()
+	}
+	if j.Priority == 0 && !j.Held {
+		j.Priority = 1
+	}
+	if j.Nodes == 0 {
+		j.Nodes = 1
+	}
+	s.jobs[j.ID] = j
+	return j.ID
+}
+
+// Start makes a pending job run on the given nodes, as slurmctld would when
+// it schedules it: the nodes' GPUs are marked in use and the job takes the
+// type of its first node.
+func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("start job %d: %w", id, ErrNoJob)
+	}
+	if j.State != bridge.JobPending || j.Held {
+		return fmt.Errorf("start job %d: %w", id, ErrNotPending)
+	}
+	if len(nodes) == 0 {
+		return fmt.Errorf("start job %d: no nodes", id)
+	}
+	perNode := j.GPUs / len(nodes)
+	for _, name := range nodes {
+		n, ok := s.nodes[name]
+		if !ok {
+			return fmt.Errorf("start job %d: unknown node %s", id, name)
+		}
+		if n.GPUs-n.GPUsUsed < perNode {
+			return fmt.Errorf("start job %d: node %s has %d free GPUs, job needs %d", id, name, n.GPUs-n.GPUsUsed, perNode)
+		}
+	}
+	for _, name := range nodes {
+		n := s.nodes[name]
+		n.GPUsUsed += perNode
+		s.nodes[name] = n
+	}
+	j.State = bridge.JobRunning
+	j.Reason = "None"
+	j.RunningNodes = append([]string(nil), nodes...)
+	j.RunningGPUType = s.nodes[nodes[0]].GPUType
+	j.StartTime = s.now()
+	s.jobs[id] = j
+	return nil
+}
+
+// Finish ends a job with the given final state and frees its GPUs.
+func (s *Slurm) Finish(id bridge.JobID, state bridge.JobState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("finish job %d: %w", id, ErrNoJob)
+	}
+	s.freeGPUs(j)
+	j.State = state
+	j.RunningNodes, j.RunningGPUType = nil, ""
+	s.jobs[id] = j
+	return nil
+}
+
+// Remove forgets a job, as Slurm does after MinJobAge.
+func (s *Slurm) Remove(id bridge.JobID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, ok := s.jobs[id]; ok {
+		s.freeGPUs(j)
+		delete(s.jobs, id)
+	}
+}
+
+// FailSnapshot makes every later Snapshot fail with err (nil heals it).
+func (s *Slurm) FailSnapshot(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snapshotErr = err
+}
+
+// FailActions installs a hook that may fail any action before it takes
+// effect (nil removes it). A failed action is not recorded as applied.
+func (s *Slurm) FailActions(hook func(bridge.Action) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failAction = hook
+}
+
+// FailKind is a FailActions hook that fails every action of one kind.
+func FailKind(kind bridge.ActionKind, err error) func(bridge.Action) error {
+	return func(a bridge.Action) error {
+		if a.Kind == kind {
+			return err
+		}
+		return nil
+	}
+}
+
+// Applied returns the actions that took effect, in order.
+func (s *Slurm) Applied() []bridge.Action {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]bridge.Action(nil), s.applied...)
+}
+
+// Signals returns the signals sent to a job, in order.
+func (s *Slurm) Signals(id bridge.JobID) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.signals[id]...)
+}
+
+// Snapshot implements bridge.Reader.
+func (s *Slurm) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fake snapshot: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snapshotErr != nil {
+		return nil, fmt.Errorf("fake snapshot: %w", s.snapshotErr)
+	}
+	nodes := make([]bridge.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	jobs := make([]bridge.Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		jobs = append(jobs, j)
+	}
+	snap, err := bridge.NewSnapshot(s.now(), "", nodes, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("fake snapshot: %w", err)
+	}
+	// Hand out a copy so that nothing the caller holds aliases our state.
+	return snap.Clone(), nil
+}
+
+// Apply implements bridge.Actuator.
+func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", a, err)
+	}
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failAction != nil {
+		if err := s.failAction(a); err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+	}
+	j, ok := s.jobs[a.Job]
+	if !ok {
+		return fmt.Errorf("%s: %w", a, ErrNoJob)
+	}
+	pending := j.State == bridge.JobPending
+	running := j.State == bridge.JobRunning || j.State == bridge.JobSuspended
+	switch a.Kind {
+	case bridge.ActSetPriority:
+		if !pending && !running {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		j.Priority, j.Held = int64(a.Priority), a.Priority == 0
+	case bridge.ActHold:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		j.Held, j.Priority, j.Reason = true, 0, "JobHeldUser"
+	case bridge.ActRelease:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		if j.Held {
+			// Slurm recomputes the priority on release.
+			j.Held, j.Priority, j.Reason = false, 1, "Priority"
+		}
+	case bridge.ActSetConstraints:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		j.Constraints = a.Constraints
+	case bridge.ActBeginNow:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		if j.Reason == "BeginTime" {
+			j.Reason = "Priority"
+		}
+	case bridge.ActSignal:
+		if !running {
+			return fmt.Errorf("%s: %w", a, ErrNotRunning)
+		}
+		s.signals[a.Job] = append(s.signals[a.Job], a.Signal)
+	case bridge.ActRequeue, bridge.ActRequeueHold:
+		if !running {
+			return fmt.Errorf("%s: %w", a, ErrNotRunning)
+		}
+		s.freeGPUs(j)
+		j.State, j.Restarts = bridge.JobPending, j.Restarts+1
+		j.RunningNodes, j.RunningGPUType = nil, ""
+		j.StartTime = time.Time{}
+		j.Reason = "BeginTime"
+		if a.Kind == bridge.ActRequeueHold {
+			j.Held, j.Priority, j.Reason = true, 0, "JobHeldUser"
+		}
+	}
+	s.jobs[a.Job] = j
+	s.applied = append(s.applied, a)
+	return nil
+}
+
+func (s *Slurm) freeGPUs(j bridge.Job) {
+	if len(j.RunningNodes) == 0 {
+		return
+	}
+	perNode := j.GPUs / len(j.RunningNodes)
+	for _, name := range j.RunningNodes {
+		if n, ok := s.nodes[name]; ok {
+			n.GPUsUsed = max(0, n.GPUsUsed-perNode)
+			s.nodes[name] = n
+		}
+	}
+}
+
+var (
+	_ bridge.Reader   = (*Slurm)(nil)
+	_ bridge.Actuator = (*Slurm)(nil)
+)

@@ -1,0 +1,151 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func cluster(t *testing.T) (*Slurm, bridge.JobID) {
+	t.Helper()
+	s := New(func() time.Time { return t0 })
+	s.AddNode(bridge.Node{Name: "n1", GPUType: "v100", GPUs: 4, Partitions: []string{"gpu"}})
+	s.AddNode(bridge.Node{Name: "n2", GPUType: "k80", GPUs: 4, Partitions: []string{"gpu"}})
+	id := s.Submit(bridge.Job{User: "ana", GPUs: 2, Comment: "gavel: model=a3c steps=10k"})
+	return s, id
+}
+
+func TestSnapshotShowsSubmittedJob(t *testing.T) {
+	s, id := cluster(t)
+	snap, err := s.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ok := snap.Job(id)
+	if !ok || j.State != bridge.JobPending || !j.Managed() || j.Tag.Steps != 10000 || !j.SubmitTime.Equal(t0) {
+		t.Fatalf("job = %+v", j)
+	}
+	if snap.GPUTypes()["k80"] != 4 {
+		t.Fatalf("GPUTypes = %v", snap.GPUTypes())
+	}
+	// The snapshot is a copy: changing it leaves the cluster alone.
+	snap.Jobs[0].State = bridge.JobRunning
+	again, _ := s.Snapshot(context.Background())
+	if again.Jobs[0].State != bridge.JobPending {
+		t.Fatal("snapshot aliases the fake's state")
+	}
+}
+
+func TestApplyFollowsSlurmRules(t *testing.T) {
+	ctx := context.Background()
+	tests := map[string]struct {
+		running bool
+		action  bridge.Action
+		wantErr error
+		check   func(bridge.Job) bool
+	}{
+		"priority on pending": {false, bridge.Action{Kind: bridge.ActSetPriority, Priority: 500}, nil,
+			func(j bridge.Job) bool { return j.Priority == 500 }},
+		"priority on running": {true, bridge.Action{Kind: bridge.ActSetPriority, Priority: 7}, nil,
+			func(j bridge.Job) bool { return j.Priority == 7 && j.State == bridge.JobRunning }},
+		"hold pending": {false, bridge.Action{Kind: bridge.ActHold}, nil,
+			func(j bridge.Job) bool { return j.Held && j.Reason == "JobHeldUser" }},
+		"hold running refused": {true, bridge.Action{Kind: bridge.ActHold}, ErrNotPending, nil},
+		"constraints pending": {false, bridge.Action{Kind: bridge.ActSetConstraints, Constraints: "k80"}, nil,
+			func(j bridge.Job) bool { return j.Constraints == "k80" }},
+		"constraints running refused": {true, bridge.Action{Kind: bridge.ActSetConstraints, Constraints: "k80"}, ErrNotPending, nil},
+		"signal running": {true, bridge.Action{Kind: bridge.ActSignal, Signal: "USR1"}, nil,
+			func(j bridge.Job) bool { return j.State == bridge.JobRunning }},
+		"signal pending refused": {false, bridge.Action{Kind: bridge.ActSignal, Signal: "USR1"}, ErrNotRunning, nil},
+		"requeue running": {true, bridge.Action{Kind: bridge.ActRequeue}, nil,
+			func(j bridge.Job) bool {
+				return j.State == bridge.JobPending && j.Restarts == 1 && !j.Held && len(j.RunningNodes) == 0
+			}},
+		"requeue-hold running": {true, bridge.Action{Kind: bridge.ActRequeueHold}, nil,
+			func(j bridge.Job) bool { return j.State == bridge.JobPending && j.Restarts == 1 && j.Held }},
+		"requeue pending refused": {false, bridge.Action{Kind: bridge.ActRequeue}, ErrNotRunning, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, id := cluster(t)
+			if tc.running {
+				if err := s.Start(id, "n1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tc.action.Job = id
+			err := s.Apply(ctx, tc.action)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Apply(%v) = %v, want %v", tc.action, err, tc.wantErr)
+			}
+			snap, _ := s.Snapshot(ctx)
+			j, _ := snap.Job(id)
+			if tc.check != nil && !tc.check(j) {
+				t.Fatalf("after %v: %+v", tc.action, j)
+			}
+			wantApplied := 0
+			if tc.wantErr == nil {
+				wantApplied = 1
+			}
+			if len(s.Applied()) != wantApplied {
+				t.Fatalf("applied = %v", s.Applied())
+			}
+		})
+	}
+}
+
+func TestRequeueFreesGPUs(t *testing.T) {
+	ctx := context.Background()
+	s, id := cluster(t)
+	if err := s.Start(id, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := s.Snapshot(ctx)
+	if n, _ := snap.Node("n1"); n.GPUsUsed != 2 {
+		t.Fatalf("n1 uses %d GPUs while the job runs", n.GPUsUsed)
+	}
+	if j, _ := snap.Job(id); j.RunningGPUType != "v100" {
+		t.Fatalf("running type %q", j.RunningGPUType)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActRequeue, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = s.Snapshot(ctx)
+	if n, _ := snap.Node("n1"); n.GPUsUsed != 0 {
+		t.Fatalf("n1 still uses %d GPUs after the requeue", n.GPUsUsed)
+	}
+}
+
+func TestFailureInjection(t *testing.T) {
+	ctx := context.Background()
+	s, id := cluster(t)
+	boom := errors.New("slurmctld unreachable")
+	s.FailSnapshot(boom)
+	if _, err := s.Snapshot(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Snapshot error %v, want %v", err, boom)
+	}
+	s.FailSnapshot(nil)
+	if _, err := s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.FailActions(FailKind(bridge.ActHold, boom))
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActHold, Job: id}); !errors.Is(err, boom) {
+		t.Fatalf("hold error %v", err)
+	}
+	prio := bridge.Action{Kind: bridge.ActSetPriority, Job: id, Priority: 3}
+	if err := s.Apply(ctx, prio); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Applied(); !reflect.DeepEqual(got, []bridge.Action{prio}) {
+		t.Fatalf("applied = %v", got)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActRelease, Job: 999}); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("unknown job error %v", err)
+	}
+}
