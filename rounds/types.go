@@ -1,0 +1,205 @@
+package rounds
+
+import "strings"
+
+// Server is one machine of the cluster: GPUs of a single type.
+type Server struct {
+	ID   string
+	Type string
+	GPUs int
+}
+
+// Cluster is the set of servers the mechanism places jobs on.
+type Cluster struct {
+	Servers []Server
+}
+
+// Class is a job's scheduling class. Only ClassDefault is acted on today;
+// the other values are accepted and stored so that class-aware rules
+// (protecting trial-and-error jobs, choosing best-effort victims) can be
+// added without changing the API.
+type Class uint8
+
+const (
+	// ClassDefault is an ordinary job scheduled purely by priority.
+	ClassDefault Class = iota
+	// ClassTrialAndError marks a short interactive experiment whose latency
+	// matters more than its throughput.
+	ClassTrialAndError
+	// ClassBestEffort marks a long job that may be preempted in favour of
+	// trial-and-error jobs.
+	ClassBestEffort
+)
+
+// Job is one training job as the mechanism sees it.
+type Job struct {
+	ID string
+	// ScaleFactor is the number of GPUs of one type the job needs at once.
+	ScaleFactor int
+	// Throughputs is the job's step rate per GPU type; 0 or missing means
+	// the job never runs on that type.
+	Throughputs map[string]float64
+	Class       Class
+}
+
+// Pair is a co-location of two jobs on the same GPUs (space sharing).
+type Pair struct {
+	// Jobs are the two members, in the order the allocation row names them.
+	Jobs [2]string
+	// Throughputs per GPU type: each member's step rate while sharing. The
+	// pair never runs on a type where either rate is 0 or missing.
+	Throughputs map[string][2]float64
+}
+
+// Key is the pair's row key, as policy.Row.Key spells it.
+func (p Pair) Key() string { return PairKey(p.Jobs[0], p.Jobs[1]) }
+
+// PairKey names the combination of jobs a and b: "a+b", matching
+// policy.Row.Key for a two-job row.
+func PairKey(a, b string) string { return a + "+" + b }
+
+// Slot is one GPU: the server's ID and the GPU's index on that server
+// (0 ≤ GPU < Server.GPUs).
+type Slot struct {
+	Server string
+	GPU    int
+}
+
+// Assignment is a job or pair holding GPUs for a round.
+type Assignment struct {
+	// Key is the job ID, or PairKey(a, b) for a pair.
+	Key string
+	// Jobs are the member job IDs (one or two).
+	Jobs []string
+	// Type is the GPU type of every slot.
+	Type  string
+	Slots []Slot
+	// Extended is set in a Plan when the assignment keeps the GPUs it held
+	// in the previous round (lease extension: nothing to restart).
+	Extended bool
+}
+
+// Usage reports that a job or pair ran on a GPU type for some seconds in
+// the round that just ended.
+type Usage struct {
+	// Key is the job ID, or PairKey(a, b) for a pair.
+	Key     string
+	Type    string
+	Seconds float64
+}
+
+// Event is a reason to recompute the allocation.
+type Event uint8
+
+const (
+	EventArrival Event = iota + 1
+	EventCompletion
+	EventClusterChange
+	// EventThroughputChange signals new throughput estimates.
+	EventThroughputChange
+	// EventOther covers causes the mechanism has no name for (a failure,
+	// an operator request).
+	EventOther
+)
+
+func (e Event) String() string {
+	switch e {
+	case EventArrival:
+		return "arrival"
+	case EventCompletion:
+		return "completion"
+	case EventClusterChange:
+		return "cluster change"
+	case EventThroughputChange:
+		return "throughput change"
+	case EventOther:
+		return "other"
+	}
+	return "unknown"
+}
+
+// Shuffler permutes n items in place; *math/rand.Rand and
+// *math/rand/v2.Rand satisfy it. A simulator that must reproduce another
+// implementation's random stream supplies its own.
+type Shuffler interface {
+	Shuffle(n int, swap func(i, j int))
+}
+
+const (
+	// DefaultRoundSeconds is the reference round length (6 minutes).
+	DefaultRoundSeconds = 360.0
+	// DefaultMinResetInterval is the reference simulator's minimum time
+	// between allocation recomputations.
+	DefaultMinResetInterval = 1920.0
+)
+
+// Options tune the mechanism. Start from DefaultOptions or ForPolicy.
+type Options struct {
+	// RoundSeconds is the round length. Half of it is credited as time
+	// received to every new job or pair and to every combination at an
+	// allocation reset, so that fractions of time received start non-zero
+	// and early rounds do not swing priorities wildly.
+	RoundSeconds float64
+	// MinResetInterval is the least time between two allocation resets
+	// triggered by events; 0 lets every event trigger one.
+	MinResetInterval float64
+	// ResetEveryRound makes NeedsReset true at every round, events or not.
+	ResetEveryRound bool
+	// TypeOrder is the order in which GPU types are filled. Types of the
+	// cluster missing here follow in sorted order; names absent from the
+	// cluster are ignored.
+	TypeOrder []string
+	// Shuffle, when set, permutes the type order every round. The
+	// reference does this for heterogeneity-agnostic policies so that no
+	// type is systematically filled first.
+	Shuffle Shuffler
+	// GlobalOrder walks one priority order across all types instead of
+	// filling the types one after another.
+	GlobalOrder bool
+	// SkipZeroPriority never runs a job on a type where its priority is 0
+	// (FIFO policies: a job runs only where the allocation puts it).
+	SkipZeroPriority bool
+	// HoldUnallocated reproduces a reference quirk: a job that arrived after
+	// the current allocation was computed can win GPUs with priority 0, but
+	// is then not started and its GPUs stay idle until the next reset. When
+	// false such a job simply competes with priority 0.
+	HoldUnallocated bool
+}
+
+// DefaultOptions are the reference simulator's settings for a
+// heterogeneity-aware policy: 360 s rounds, resets at most every 1920 s,
+// types filled v100, p100, k80.
+func DefaultOptions() Options {
+	return Options{
+		RoundSeconds:     DefaultRoundSeconds,
+		MinResetInterval: DefaultMinResetInterval,
+		TypeOrder:        []string{"v100", "p100", "k80"},
+		HoldUnallocated:  true,
+	}
+}
+
+// ForPolicy returns DefaultOptions adjusted the way the reference adjusts
+// its mechanism to a policy name (see policy.Names): heterogeneity-agnostic
+// policies shuffle the type order every round with shuffle, FIFO policies
+// skip priority-0 entries. shuffle may be nil for policies that do not
+// shuffle.
+func ForPolicy(name string, shuffle Shuffler) Options {
+	o := DefaultOptions()
+	if strings.HasPrefix(name, "fifo") {
+		// Every FIFO variant: a queued job without allocation on a type
+		// must not overtake the queue there.
+		o.SkipZeroPriority = true
+	}
+	if !policyIsTypeAware(name) {
+		o.Shuffle = shuffle
+	}
+	return o
+}
+
+// policyIsTypeAware reports whether the reference keeps a fixed type order
+// for the policy: its class name contains "Perf" or "Packing" (the _perf
+// and _packed variants, gandiva's packing and AlloX).
+func policyIsTypeAware(name string) bool {
+	return strings.Contains(name, "_perf") || strings.Contains(name, "_packed") ||
+		name == "gandiva" || strings.HasPrefix(name, "allox")
+}
