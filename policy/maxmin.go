@@ -1,0 +1,515 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// Max-min fairness policies (Gavel §4.1 and §3.1).
+//
+// All of them work in one unit, the job's normalized level:
+//
+//	level_j = sf_j · throughput(j, X) / ProportionalThroughput_j
+//
+// (for the heterogeneity-agnostic max_min_fairness every usable type counts
+// as throughput 1 and the normalizer is 1, so the level is sf·Σ_t X_jt). A
+// max-min policy maximizes min_j level_j / weight_j; the water-filling
+// variants keep raising the jobs that can still rise. Allocation.Objective
+// is min_j level_j / weight_j over the jobs that can run somewhere.
+//
+// The LPs are built over classes of identical jobs (classes.go), which is
+// what keeps thousands of jobs cheap: the LP size follows the number of
+// distinct jobs, not the job count.
+
+func init() {
+	register("max_min_fairness", func(Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness", agnostic: true}
+	})
+	register("max_min_fairness_perf", func(Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness_perf"}
+	})
+}
+
+// maxMinPolicy is the single-level weighted max-min policy.
+type maxMinPolicy struct {
+	name     string
+	agnostic bool
+	packed   bool
+}
+
+func (pol *maxMinPolicy) Name() string { return pol.name }
+
+func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
+	m, err := newMMModel(p, pol.agnostic, pol.packed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	}
+	var stats Stats
+	weight := make([]float64, len(m.jobs))
+	for j := range m.jobs {
+		if m.jobs[j].runnable {
+			weight[j] = m.jobs[j].weight
+		}
+	}
+	sol, err := m.solve(weight, make([]float64, len(m.jobs)), -1, &stats)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	}
+	return m.allocation(p, pol.name, sol, stats), nil
+}
+
+// mmModel is a max-min problem in normalized units, ready to be turned into
+// per-class LPs.
+type mmModel struct {
+	types    []string
+	capacity []float64 // GPUs of each type
+	jobs     []mmJob
+	// pairs are the usable co-locations (packed policies only).
+	pairs []mmPair
+	// links is pairs as the class machinery sees them.
+	links []pairLink
+}
+
+// mmJob is one job of the problem in normalized units.
+type mmJob struct {
+	sf     float64
+	weight float64
+	// rate is the job's level per unit of time on each type (0 where it
+	// cannot run).
+	rate     []float64
+	runnable bool
+	// normalizer is the job's proportional throughput (1 when agnostic).
+	normalizer float64
+	// physical is the signature of everything but weights and levels.
+	physical classKey
+}
+
+// mmPair is one usable co-location.
+type mmPair struct {
+	problemIndex int // index into Problem.Pairs
+	jobs         [2]int
+	sf           float64
+	// rate of each side's level per unit of time on each type; both 0 on
+	// types where the pair cannot run.
+	rate [2][]float64
+}
+
+// newMMModel validates p and converts it to normalized units. With agnostic
+// every usable type counts as throughput 1 and the normalizer is 1. Pairs
+// are read only when packed is set.
+func newMMModel(p *Problem, agnostic, packed bool) (*mmModel, error) {
+	types := p.Types()
+	m := &mmModel{types: types, capacity: make([]float64, len(types)), jobs: make([]mmJob, len(p.Jobs))}
+	total := 0.0
+	for i, t := range types {
+		n := p.GPUs[t]
+		if n < 0 {
+			return nil, fmt.Errorf("cluster has %d GPUs of type %q", n, t)
+		}
+		m.capacity[i] = float64(n)
+		total += float64(n)
+	}
+	for j := range p.Jobs {
+		job := &p.Jobs[j]
+		sf := job.ScaleFactor
+		if sf < 1 {
+			return nil, fmt.Errorf("job %q: scale factor %d, want at least 1", job.ID, sf)
+		}
+		weight := job.Weight
+		if weight == 0 {
+			weight = 1
+		}
+		if !(weight > 0) || math.IsInf(weight, 0) {
+			return nil, fmt.Errorf("job %q: weight %v, want a positive number", job.ID, job.Weight)
+		}
+		for t, v := range job.Throughputs {
+			if !(v >= 0) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("job %q: throughput %v on %q, want a finite non-negative number", job.ID, v, t)
+			}
+		}
+		mj := &m.jobs[j]
+		mj.sf, mj.weight = float64(sf), weight
+		mj.rate = make([]float64, len(types))
+		normalizer := 1.0
+		if !agnostic {
+			normalizer = 0
+			for i, t := range types {
+				normalizer += job.Throughputs[t] * m.capacity[i]
+			}
+			if total > 0 {
+				normalizer /= total
+			}
+		}
+		if normalizer <= 0 {
+			continue // runs nowhere: not runnable
+		}
+		mj.normalizer = normalizer
+		for i, t := range types {
+			v := job.Throughputs[t]
+			if v <= 0 || m.capacity[i] == 0 {
+				continue
+			}
+			if agnostic {
+				v = 1
+			}
+			mj.rate[i] = mj.sf * v / normalizer
+			mj.runnable = true
+		}
+		mj.physical = classKey(nil).float(mj.sf).floats(mj.rate)
+	}
+	if packed {
+		if err := m.addPairs(p, agnostic); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// mmSolution is the solution of one per-class LP.
+type mmSolution struct {
+	classes *jobClasses
+	pairs   *pairClasses // nil without pairs
+	// x and y are the per-member time fractions of every job class and
+	// pair class on every type.
+	x, y [][]float64
+	// tau is the common rise of the raised jobs' levels (per unit weight).
+	tau float64
+	// bottlenecked tells for every class with a positive weight whether
+	// its level row has a positive dual: such a class cannot rise above
+	// floor + weight·tau while the others keep theirs (see waterfilling.go).
+	bottlenecked []bool
+	// objective is the LP's objective value.
+	objective float64
+}
+
+// solve builds and solves one per-class LP. Every job with weight > 0 must
+// reach floor + weight·tau, every other job included keeps floor. With
+// minimizeType < 0 the LP maximizes tau; otherwise it minimizes the GPU time
+// used on that type (weights must then be 0) and tau is not a variable.
+//
+// Jobs that are not runnable are left out; without pairs so are jobs with
+// weight 0 and floor 0, whose columns could only consume capacity.
+func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats) (*mmSolution, error) {
+	packed := len(m.pairs) > 0
+	classes := groupBySignature(len(m.jobs), func(j int, k classKey) classKey {
+		job := &m.jobs[j]
+		if !job.runnable || (!packed && weight[j] == 0 && floor[j] == 0) {
+			return nil
+		}
+		return k.bytes(job.physical).float(weight[j]).float(floor[j])
+	})
+	sol := &mmSolution{classes: classes}
+	if packed {
+		classes, sol.pairs = refineByPairs(classes, m.links)
+		sol.classes = classes
+	}
+	nt := len(m.types)
+	lp := NewLP(0)
+	if minimizeType < 0 {
+		lp.Maximize()
+	}
+	// Columns: one per class and usable type, one per pair class and type
+	// where both sides can run, and tau.
+	xcol := make([][]int, classes.Count())
+	for c := range xcol {
+		xcol[c] = make([]int, nt)
+		rep := &m.jobs[classes.Members[c][0]]
+		for t := 0; t < nt; t++ {
+			xcol[c][t] = -1
+			if rep.rate[t] > 0 {
+				obj := 0.0
+				if t == minimizeType {
+					obj = float64(classes.Size(c)) * rep.sf
+				}
+				xcol[c][t] = lp.AddColumn(0, 1, obj)
+			}
+		}
+	}
+	var ycol [][]int
+	if sol.pairs != nil {
+		ycol = make([][]int, len(sol.pairs.Members))
+		for pc, members := range sol.pairs.Members {
+			ycol[pc] = make([]int, nt)
+			rep := &m.pairs[members[0]]
+			for t := 0; t < nt; t++ {
+				ycol[pc][t] = -1
+				if rep.rate[0][t] > 0 && rep.rate[1][t] > 0 {
+					obj := 0.0
+					if t == minimizeType {
+						obj = float64(len(members)) * rep.sf
+					}
+					ycol[pc][t] = lp.AddColumn(0, 1, obj)
+				}
+			}
+		}
+	}
+	tau := -1
+	if minimizeType < 0 {
+		tau = lp.AddColumn(-Inf, Inf, 1)
+	}
+
+	// Per class: the row sum over its own columns and its pairs' columns,
+	// and the level row. Pair terms are per member of the class: a class of
+	// n jobs sharing m pairs of a pair class, s sides each, sees m·s/n of
+	// every pair's time.
+	rowCols := make([][]int, classes.Count())
+	rowCoefs := make([][]float64, classes.Count())
+	levelCols := make([][]int, classes.Count())
+	levelCoefs := make([][]float64, classes.Count())
+	for c := range xcol {
+		rep := &m.jobs[classes.Members[c][0]]
+		for t, col := range xcol[c] {
+			if col >= 0 {
+				rowCols[c] = append(rowCols[c], col)
+				rowCoefs[c] = append(rowCoefs[c], 1)
+				levelCols[c] = append(levelCols[c], col)
+				levelCoefs[c] = append(levelCoefs[c], rep.rate[t])
+			}
+		}
+	}
+	if sol.pairs != nil {
+		for pc, members := range sol.pairs.Members {
+			rep := &m.pairs[members[0]]
+			swapped := sol.pairs.Swapped[members[0]]
+			for side := 0; side < 2; side++ {
+				c := sol.pairs.SideClass[pc][side]
+				share := float64(len(members)) / float64(classes.Size(c))
+				pairSide := side
+				if swapped {
+					pairSide ^= 1
+				}
+				for t, col := range ycol[pc] {
+					if col < 0 {
+						continue
+					}
+					rowCols[c] = append(rowCols[c], col)
+					rowCoefs[c] = append(rowCoefs[c], share)
+					levelCols[c] = append(levelCols[c], col)
+					levelCoefs[c] = append(levelCoefs[c], share*rep.rate[pairSide][t])
+				}
+			}
+		}
+	}
+	for c := range rowCols {
+		lp.AddRow(rowCols[c], rowCoefs[c], -Inf, 1)
+	}
+	// Capacity per type.
+	for t := 0; t < nt; t++ {
+		var cols []int
+		var coefs []float64
+		for c := range xcol {
+			if col := xcol[c][t]; col >= 0 {
+				cols = append(cols, col)
+				coefs = append(coefs, float64(classes.Size(c))*m.jobs[classes.Members[c][0]].sf)
+			}
+		}
+		for pc := range ycol {
+			if col := ycol[pc][t]; col >= 0 {
+				cols = append(cols, col)
+				coefs = append(coefs, float64(len(sol.pairs.Members[pc]))*m.pairs[sol.pairs.Members[pc][0]].sf)
+			}
+		}
+		lp.AddRow(cols, coefs, -Inf, m.capacity[t])
+	}
+	// Level rows. Floors come from earlier solutions of the same
+	// constraints; a relative slack of 1e-9 absorbs the solver's rounding.
+	levelRow := make([]int, classes.Count())
+	for c := range levelRow {
+		levelRow[c] = -1
+		j := classes.Members[c][0]
+		w, f := weight[j], floor[j]
+		if w == 0 && f == 0 {
+			continue
+		}
+		cols, coefs := levelCols[c], levelCoefs[c]
+		if w > 0 && tau >= 0 {
+			cols = append(cols[:len(cols):len(cols)], tau)
+			coefs = append(coefs[:len(coefs):len(coefs)], -w)
+		}
+		levelRow[c] = lp.AddRow(cols, coefs, f*(1-1e-9), Inf)
+	}
+
+	noteMMStats(stats, lp, classes.Count())
+	res, err := lp.Solve()
+	if err != nil {
+		return nil, fmt.Errorf("max-min LP over %d job classes: %w", classes.Count(), err)
+	}
+	sol.objective = res.Objective
+	if tau >= 0 {
+		sol.tau = res.X[tau]
+	}
+	value := func(col int) float64 {
+		if col < 0 {
+			return 0
+		}
+		return math.Min(1, math.Max(0, res.X[col]))
+	}
+	sol.x = make([][]float64, len(xcol))
+	for c := range xcol {
+		sol.x[c] = make([]float64, nt)
+		for t, col := range xcol[c] {
+			sol.x[c][t] = value(col)
+		}
+	}
+	sol.y = make([][]float64, len(ycol))
+	for pc := range ycol {
+		sol.y[pc] = make([]float64, nt)
+		for t, col := range ycol[pc] {
+			sol.y[pc][t] = value(col)
+		}
+	}
+	sol.bottlenecked = make([]bool, classes.Count())
+	if tau >= 0 {
+		// The duals of the raised rows sum to 1/weight-scaled 1; anything
+		// well above rounding noise marks a binding class.
+		for c, r := range levelRow {
+			if r >= 0 && weight[classes.Members[c][0]] > 0 && math.Abs(res.RowDuals[r]) > 1e-9 {
+				sol.bottlenecked[c] = true
+			}
+		}
+	}
+	return sol, nil
+}
+
+// noteMMStats records one solved LP in stats.
+func noteMMStats(stats *Stats, lp *LP, classes int) {
+	stats.LPs++
+	stats.Classes = max(stats.Classes, classes)
+	stats.Columns = max(stats.Columns, lp.NumColumns())
+	stats.Rows = max(stats.Rows, lp.NumRows())
+}
+
+// jobFractions expands a class solution to per-job rows (zero rows for jobs
+// the LP left out).
+func (m *mmModel) jobFractions(sol *mmSolution) [][]float64 {
+	rows := make([][]float64, len(m.jobs))
+	for j := range rows {
+		if c := sol.classes.Of[j]; c >= 0 {
+			rows[j] = append([]float64(nil), sol.x[c]...)
+		} else {
+			rows[j] = make([]float64, len(m.types))
+		}
+	}
+	return rows
+}
+
+// pairFractions expands a class solution to per-pair rows (nil without
+// pairs).
+func (m *mmModel) pairFractions(sol *mmSolution) [][]float64 {
+	if sol.pairs == nil {
+		return nil
+	}
+	rows := make([][]float64, len(m.pairs))
+	for i := range rows {
+		if pc := sol.pairs.Of[i]; pc >= 0 {
+			rows[i] = sol.y[pc]
+		}
+	}
+	return rows
+}
+
+// levels is every job's normalized level under per-job and per-pair rows.
+func (m *mmModel) levels(jobRows, pairRows [][]float64) []float64 {
+	level := make([]float64, len(m.jobs))
+	for j := range m.jobs {
+		for t, r := range m.jobs[j].rate {
+			level[j] += r * jobRows[j][t]
+		}
+	}
+	for i, row := range pairRows {
+		if row == nil {
+			continue
+		}
+		pr := &m.pairs[i]
+		for side := 0; side < 2; side++ {
+			for t, r := range pr.rate[side] {
+				level[pr.jobs[side]] += r * row[t]
+			}
+		}
+	}
+	return level
+}
+
+// minWeightedLevel is min over runnable jobs of level/weight: the objective
+// every max-min policy reports (0 when no job can run).
+func (m *mmModel) minWeightedLevel(level []float64) float64 {
+	best, any := math.Inf(1), false
+	for j := range m.jobs {
+		if m.jobs[j].runnable {
+			best = math.Min(best, level[j]/m.jobs[j].weight)
+			any = true
+		}
+	}
+	if !any {
+		return 0
+	}
+	return best
+}
+
+// allocation turns a solution into the policy's answer: one row per job in
+// problem order, then one row per pair that got time.
+func (m *mmModel) allocation(p *Problem, name string, sol *mmSolution, stats Stats) *Allocation {
+	jobRows := m.jobFractions(sol)
+	pairRows := m.pairFractions(sol)
+	a := &Allocation{Policy: name, Types: m.types, Stats: stats}
+	a.Objective = m.minWeightedLevel(m.levels(jobRows, pairRows))
+	a.Rows = make([]Row, 0, len(p.Jobs))
+	for j := range p.Jobs {
+		a.Rows = append(a.Rows, Row{Jobs: []string{p.Jobs[j].ID}, Fractions: jobRows[j]})
+	}
+	for i, row := range pairRows {
+		if row == nil || !anyPositive(row) {
+			continue
+		}
+		pair := &p.Pairs[m.pairs[i].problemIndex]
+		a.Rows = append(a.Rows, Row{Jobs: []string{pair.Jobs[0], pair.Jobs[1]}, Fractions: append([]float64(nil), row...)})
+	}
+	return a
+}
+
+// anyPositive tells whether some fraction is above rounding noise.
+func anyPositive(row []float64) bool {
+	for _, v := range row {
+		if v > 1e-12 {
+			return true
+		}
+	}
+	return false
+}
+
+// soloMaxLevel is the highest level job j can reach with the whole cluster
+// to itself: its row sum of 1 spread over its best options, each type
+// holding at most N_t/sf of it. No allocation can push j above this, so a
+// job promised this level is bottlenecked whatever the others do.
+func (m *mmModel) soloMaxLevel(j int, pairsOf [][]int) float64 {
+	job := &m.jobs[j]
+	best := append([]float64(nil), job.rate...)
+	for _, i := range pairsOf[j] {
+		pr := &m.pairs[i]
+		side := 0
+		if pr.jobs[1] == j {
+			side = 1
+		}
+		for t := range best {
+			if pr.rate[0][t] > 0 && pr.rate[1][t] > 0 {
+				best[t] = math.Max(best[t], pr.rate[side][t])
+			}
+		}
+	}
+	order := make([]int, len(best))
+	for t := range order {
+		order[t] = t
+	}
+	sort.Slice(order, func(a, b int) bool { return best[order[a]] > best[order[b]] })
+	budget, level := 1.0, 0.0
+	for _, t := range order {
+		if budget <= 0 || best[t] <= 0 {
+			break
+		}
+		take := math.Min(budget, m.capacity[t]/job.sf)
+		level += take * best[t]
+		budget -= take
+	}
+	return level
+}
