@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+)
+
+// defaultServer is where the daemon listens unless configured otherwise.
+const defaultServer = "127.0.0.1:8390"
+
+func init() {
+	register("status", subcommand{
+		summary: "show the daemon's jobs, allocation and decisions (squeue-like)",
+		run: func(args []string) int {
+			return runStatus(args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", defaultServer, "daemon API address: host:port, http(s)://host:port or unix:/path")
+	asJSON := fs.Bool("json", false, "print the API's JSON instead of the table")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "status: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	body, err := fetchStatus(*server)
+	if err != nil {
+		fmt.Fprintf(stderr, "status: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		stdout.Write(body)
+		return 0
+	}
+	var st api.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		fmt.Fprintf(stderr, "status: decode the daemon's answer: %v\n", err)
+		return 1
+	}
+	renderStatus(stdout, st)
+	return 0
+}
+
+func fetchStatus(server string) ([]byte, error) {
+	client, base := api.Client(server)
+	resp, err := client.Get(base + "/v1/status")
+	if err != nil {
+		return nil, fmt.Errorf("reach the daemon at %s: %w", server, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read the daemon's answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("daemon at %s answered %s: %s", server, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
+}
+
+// renderStatus prints the job table, then one summary line per GPU type
+// and one for the round.
+func renderStatus(w io.Writer, st api.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOBID\tUSER\tMODEL\tGPUS\tTYPE\tALLOC\tRECEIVED\tSTATE\tREASON")
+	for _, j := range st.Jobs {
+		model := j.Model
+		if !j.Managed {
+			model = "(unmanaged)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			j.JobID, orDash(j.User), orDash(model), j.GPUs, orDash(j.GPUType),
+			formatShares(j.Allocation), formatReceived(j.Received), orDash(j.State), orDash(j.Reason))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, t := range st.Types {
+		line := fmt.Sprintf("%s: %d GPUs, %d busy, %d running, %d pending, allocation keeps %.2f busy",
+			t.Type, t.GPUs, t.Busy, t.Running, t.Pending, t.AllocatedGPUs)
+		if t.CostPerHour > 0 {
+			line += fmt.Sprintf(", $%.2f/GPU-hour", t.CostPerHour)
+		}
+		fmt.Fprintln(w, line)
+	}
+	r := st.Round
+	line := fmt.Sprintf("round %d, policy %s, every %s", r.Number, orDash(r.Policy), time.Duration(r.LengthSeconds*float64(time.Second)))
+	if r.Number > 0 {
+		line += fmt.Sprintf(", took %s, %d actions sent, %d failed", roundDuration(r.DurationSeconds), r.ActionsSent, r.ActionsFailed)
+	}
+	if r.DryRun {
+		line += ", dry run"
+	}
+	if r.Skipped != "" {
+		line += ", sent nothing: " + r.Skipped
+	}
+	fmt.Fprintln(w, line)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatShares prints {type: fraction} as "k80:0.25,v100:0.75", leaving
+// out zero shares.
+func formatShares(m map[string]float64) string {
+	var parts []string
+	for _, t := range sortedTypes(m) {
+		if m[t] > 0.005 {
+			parts = append(parts, fmt.Sprintf("%s:%.2f", t, m[t]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+// formatReceived prints {type: seconds} as "k80:1m0s,v100:5m0s".
+func formatReceived(m map[string]float64) string {
+	var parts []string
+	for _, t := range sortedTypes(m) {
+		if m[t] >= 1 {
+			parts = append(parts, t+":"+time.Duration(m[t]*float64(time.Second)).Round(time.Second).String())
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+func roundDuration(seconds float64) time.Duration {
+	return time.Duration(seconds * float64(time.Second)).Round(time.Millisecond)
+}
+
+func sortedTypes(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+)
+
+func statusFixture() api.Status {
+	return api.Status{
+		Round: api.Round{Number: 12, Policy: "max_min_fairness_perf", LengthSeconds: 20, DurationSeconds: 0.0423, ActionsSent: 3},
+		Jobs: []api.JobStatus{
+			{JobID: "101", User: "ana", Model: "ResNet-50", Managed: true, State: "RUNNING", GPUType: "v100", GPUs: 4,
+				Reason: "lease extended on v100", Allocation: map[string]float64{"v100": 0.75, "k80": 0.25, "p100": 0},
+				Received: map[string]float64{"v100": 300, "k80": 60.4}},
+			{JobID: "102", User: "bo", Managed: false, State: "PENDING", GPUs: 1, Reason: "no gavel: tag in --comment"},
+		},
+		Types: []api.TypeSummary{
+			{Type: "k80", GPUs: 8, Busy: 0, Pending: 1, AllocatedGPUs: 1},
+			{Type: "v100", GPUs: 4, Busy: 4, Running: 1, AllocatedGPUs: 3, CostPerHour: 3.06},
+		},
+	}
+}
+
+func serveStatus(t *testing.T, st api.Status, code int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		if code != http.StatusOK {
+			http.Error(w, "round loop stalled", code)
+			return
+		}
+		json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatusTable(t *testing.T) {
+	srv := serveStatus(t, statusFixture(), http.StatusOK)
+	var out, errOut bytes.Buffer
+	if rc := runStatus([]string{"--server", srv.URL}, &out, &errOut); rc != 0 {
+		t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	wantRows := []struct {
+		line   int
+		fields []string
+	}{
+		{0, []string{"JOBID", "USER", "MODEL", "GPUS", "TYPE", "ALLOC", "RECEIVED", "STATE", "REASON"}},
+		{1, []string{"101", "ana", "ResNet-50", "4", "v100", "k80:0.25,v100:0.75", "k80:1m0s,v100:5m0s", "RUNNING", "lease", "extended", "on", "v100"}},
+		{2, []string{"102", "bo", "(unmanaged)", "1", "-", "-", "-", "PENDING", "no", "gavel:", "tag", "in", "--comment"}},
+	}
+	for _, w := range wantRows {
+		if got := strings.Fields(lines[w.line]); strings.Join(got, "|") != strings.Join(w.fields, "|") {
+			t.Errorf("line %d = %q, want fields %q", w.line, lines[w.line], w.fields)
+		}
+	}
+	// Columns are aligned: every row starts its USER column at the same offset.
+	col := strings.Index(lines[0], "USER")
+	for _, l := range lines[1:3] {
+		if strings.Index(l, strings.Fields(l)[1]) != col {
+			t.Errorf("misaligned row %q", l)
+		}
+	}
+	text := out.String()
+	for _, want := range []string{
+		"k80: 8 GPUs, 0 busy, 0 running, 1 pending, allocation keeps 1.00 busy",
+		"v100: 4 GPUs, 4 busy, 1 running, 0 pending, allocation keeps 3.00 busy, $3.06/GPU-hour",
+		"round 12, policy max_min_fairness_perf, every 20s, took 42ms, 3 actions sent, 0 failed",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestStatusJSON(t *testing.T) {
+	srv := serveStatus(t, statusFixture(), http.StatusOK)
+	var out, errOut bytes.Buffer
+	if rc := runStatus([]string{"--json", "--server", srv.URL}, &out, &errOut); rc != 0 {
+		t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+	}
+	var st api.Status
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatalf("--json output is not JSON: %v", err)
+	}
+	if len(st.Jobs) != 2 || st.Jobs[0].Allocation["v100"] != 0.75 {
+		t.Errorf("--json lost data: %+v", st)
+	}
+}
+
+func TestStatusErrors(t *testing.T) {
+	failing := serveStatus(t, api.Status{}, http.StatusServiceUnavailable)
+	tests := map[string]struct {
+		args    []string
+		rc      int
+		wantErr string
+	}{
+		"daemon down":    {[]string{"--server", "127.0.0.1:1"}, 1, "reach the daemon at 127.0.0.1:1"},
+		"daemon errors":  {[]string{"--server", failing.URL}, 1, "round loop stalled"},
+		"bad flag":       {[]string{"--verbose"}, 2, "flag provided but not defined"},
+		"stray argument": {[]string{"now"}, 2, `unexpected argument "now"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if rc := runStatus(tc.args, &out, &errOut); rc != tc.rc {
+				t.Errorf("rc = %d, want %d", rc, tc.rc)
+			}
+			if !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Errorf("stderr %q lacks %q", errOut.String(), tc.wantErr)
+			}
+		})
+	}
+}
