@@ -292,3 +292,23 @@ func VerifyAllocation(p *Problem, a *Allocation, tol float64) error {
 	}
 	return nil
 }
+
+// ShortestCompletion is min_j R_j / eff_j in seconds over the jobs with
+// steps left and some throughput: when the first job would finish. 0 when
+// no job makes progress.
+func ShortestCompletion(p *Problem, a *Allocation) (float64, error) {
+	eff, err := JobThroughputs(p, a)
+	if err != nil {
+		return 0, err
+	}
+	best := math.Inf(1)
+	for i := range p.Jobs {
+		if r := p.Jobs[i].StepsRemaining; r > 0 && eff[i] > 0 {
+			best = math.Min(best, r/eff[i])
+		}
+	}
+	if math.IsInf(best, 1) {
+		return 0, nil
+	}
+	return best, nil
+}
