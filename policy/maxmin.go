@@ -179,6 +179,9 @@ type mmSolution struct {
 	// its level row has a positive dual: such a class cannot rise above
 	// floor + weight·tau while the others keep theirs (see waterfilling.go).
 	bottlenecked []bool
+	// dual is the magnitude of every class's level-row dual (0 for classes
+	// without a level row).
+	dual []float64
 	// objective is the LP's objective value.
 	objective float64
 }
@@ -360,11 +363,17 @@ func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats)
 		}
 	}
 	sol.bottlenecked = make([]bool, classes.Count())
+	sol.dual = make([]float64, classes.Count())
+	for c, r := range levelRow {
+		if r >= 0 {
+			sol.dual[c] = math.Abs(res.RowDuals[r])
+		}
+	}
 	if tau >= 0 {
-		// The duals of the raised rows sum to 1/weight-scaled 1; anything
-		// well above rounding noise marks a binding class.
+		// The duals of the raised rows, times the rows' weights, sum to 1;
+		// anything well above rounding noise marks a binding class.
 		for c, r := range levelRow {
-			if r >= 0 && weight[classes.Members[c][0]] > 0 && math.Abs(res.RowDuals[r]) > 1e-9 {
+			if r >= 0 && weight[classes.Members[c][0]] > 0 && sol.dual[c] > 1e-9 {
 				sol.bottlenecked[c] = true
 			}
 		}
