@@ -1,0 +1,341 @@
+// Package rest reads and changes Slurm through slurmrestd: it implements
+// bridge.Reader and bridge.Actuator with SchedMD's generated API clients,
+// picks the newest API version the server offers, authenticates with a JWT
+// read from a file, and runs scontrol for the actions slurmrestd lacks
+// (requeue).
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// Config says how to reach Slurm.
+type Config struct {
+	// URL of slurmrestd, such as http://127.0.0.1:6820.
+	URL string
+	// UserName is sent as X-SLURM-USER-NAME; it must be an admin (root or
+	// SlurmUser) to change other users' jobs.
+	UserName string
+	// TokenFile holds the JWT (as written by `scontrol token`); it is
+	// re-read whenever it changes.
+	TokenFile string
+	// Partitions limits the snapshot to these partitions; empty means all.
+	Partitions []string
+	// Timeout bounds every call to slurmrestd or scontrol (default 10s).
+	Timeout time.Duration
+	// Versions restricts the API versions to try, such as ["v0.0.41"];
+	// empty means every supported one, newest first.
+	Versions []string
+	// Scontrol is the scontrol command used for requeue (default "scontrol").
+	Scontrol string
+	// HTTPClient replaces the default HTTP client (tests).
+	HTTPClient *http.Client
+	// Now replaces time.Now (tests).
+	Now func() time.Time
+	// Run replaces running a command (tests): it gets the program and its
+	// arguments and returns the combined output.
+	Run func(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// adapter is one API version's client, reduced to what the bridge needs.
+type adapter interface {
+	version() string
+	ping(ctx context.Context) (status int, err error)
+	nodes(ctx context.Context) ([]rawNode, error)
+	jobs(ctx context.Context) ([]rawJob, error)
+	update(ctx context.Context, job int64, u jobUpdate) error
+	signal(ctx context.Context, job int64, signal string) error
+}
+
+type adapterFactory func(server string, doer *http.Client, auth func(context.Context, *http.Request) error) (adapter, error)
+
+// supported lists the API versions this package speaks, newest first.
+var supported = []struct {
+	version string
+	build   adapterFactory
+}{
+	{"v0.0.44", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
+		return newAdapterV0044(s, d, a)
+	}},
+	{"v0.0.43", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
+		return newAdapterV0043(s, d, a)
+	}},
+	{"v0.0.42", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
+		return newAdapterV0042(s, d, a)
+	}},
+	{"v0.0.41", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
+		return newAdapterV0041(s, d, a)
+	}},
+}
+
+// SupportedVersions returns the API versions this package speaks, newest first.
+func SupportedVersions() []string {
+	out := make([]string, len(supported))
+	for i, s := range supported {
+		out[i] = s.version
+	}
+	return out
+}
+
+// Client is a bridge.Reader and bridge.Actuator backed by slurmrestd.
+type Client struct {
+	cfg      Config
+	token    *tokenFile
+	adapters []adapter
+
+	mu     sync.Mutex
+	chosen adapter
+}
+
+// New checks the configuration and prepares the clients; it does not
+// contact Slurm (the API version is chosen on first use).
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("slurmrestd URL is not set")
+	}
+	if cfg.TokenFile == "" {
+		return nil, errors.New("JWT file is not set")
+	}
+	if cfg.UserName == "" {
+		return nil, errors.New("slurmrestd user name is not set")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Scontrol == "" {
+		cfg.Scontrol = "scontrol"
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: cfg.Timeout}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Run == nil {
+		cfg.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			return exec.CommandContext(ctx, name, args...).CombinedOutput()
+		}
+	}
+	c := &Client{cfg: cfg, token: &tokenFile{path: cfg.TokenFile}}
+	server := strings.TrimRight(cfg.URL, "/")
+	for _, s := range supported {
+		if len(cfg.Versions) > 0 && !slices.Contains(cfg.Versions, s.version) {
+			continue
+		}
+		a, err := s.build(server, cfg.HTTPClient, c.authenticate)
+		if err != nil {
+			return nil, err
+		}
+		c.adapters = append(c.adapters, a)
+	}
+	if len(c.adapters) == 0 {
+		return nil, fmt.Errorf("none of the API versions %v is supported (supported: %v)", cfg.Versions, SupportedVersions())
+	}
+	return c, nil
+}
+
+// authenticate adds the JWT headers to a request.
+func (c *Client) authenticate(_ context.Context, req *http.Request) error {
+	token, err := c.token.get()
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-SLURM-USER-NAME", c.cfg.UserName)
+	req.Header.Set("X-SLURM-USER-TOKEN", token)
+	return nil
+}
+
+// APIVersion negotiates (once) and returns the API version in use.
+func (c *Client) APIVersion(ctx context.Context) (string, error) {
+	a, err := c.adapter(ctx)
+	if err != nil {
+		return "", err
+	}
+	return a.version(), nil
+}
+
+// adapter returns the negotiated version's adapter: the newest whose ping
+// is served. A version the server does not offer answers 404.
+func (c *Client) adapter(ctx context.Context) (adapter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chosen != nil {
+		return c.chosen, nil
+	}
+	var tried []string
+	for _, a := range c.adapters {
+		callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		status, err := a.ping(callCtx)
+		cancel()
+		if status == http.StatusNotFound {
+			tried = append(tried, a.version())
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("negotiate API version: ping %s: %w", a.version(), err)
+		}
+		c.chosen = a
+		return a, nil
+	}
+	return nil, fmt.Errorf("negotiate API version: slurmrestd at %s serves none of %s", c.cfg.URL, strings.Join(tried, ", "))
+}
+
+// forget drops the negotiated version after a 404, so that the next call
+// negotiates again (slurmrestd was upgraded or replaced).
+func (c *Client) forget(err error) {
+	var re *ReplyError
+	if errors.As(err, &re) && re.NotFound() {
+		c.mu.Lock()
+		c.chosen = nil
+		c.mu.Unlock()
+	}
+}
+
+// Snapshot implements bridge.Reader: nodes and jobs of the managed
+// partitions, read with one call each.
+func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
+	taken := c.cfg.Now()
+	a, err := c.adapter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	rawNodes, err := a.nodes(callCtx)
+	if err != nil {
+		c.forget(err)
+		return nil, fmt.Errorf("snapshot: read nodes: %w", err)
+	}
+	rawJobs, err := a.jobs(callCtx)
+	if err != nil {
+		c.forget(err)
+		return nil, fmt.Errorf("snapshot: read jobs: %w", err)
+	}
+	return buildSnapshot(taken, a.version(), c.cfg.Partitions, rawNodes, rawJobs)
+}
+
+func buildSnapshot(taken time.Time, version string, partitions []string, rawNodes []rawNode, rawJobs []rawJob) (*bridge.Snapshot, error) {
+	managed := func(names ...string) bool {
+		if len(partitions) == 0 {
+			return true
+		}
+		for _, n := range names {
+			if slices.Contains(partitions, n) {
+				return true
+			}
+		}
+		return false
+	}
+	byName := map[string]bridge.Node{}
+	var nodes []bridge.Node
+	for _, r := range rawNodes {
+		n, err := convertNode(r)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		byName[n.Name] = n
+		if managed(n.Partitions...) {
+			nodes = append(nodes, n)
+		}
+	}
+	var jobs []bridge.Job
+	for _, r := range rawJobs {
+		// A pending job may list several partitions ("gpu,cpu").
+		if !managed(strings.Split(r.Partition, ",")...) {
+			continue
+		}
+		j, err := convertJob(r, byName)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		jobs = append(jobs, j)
+	}
+	snap, err := bridge.NewSnapshot(taken, version, nodes, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot from %s: %w", version, err)
+	}
+	return snap, nil
+}
+
+// Apply implements bridge.Actuator.
+func (c *Client) Apply(ctx context.Context, act bridge.Action) error {
+	if err := act.Validate(); err != nil {
+		return err
+	}
+	if err := c.apply(ctx, act); err != nil {
+		return fmt.Errorf("%s: %w", act, err)
+	}
+	return nil
+}
+
+func (c *Client) apply(ctx context.Context, act bridge.Action) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	switch act.Kind {
+	case bridge.ActRequeue:
+		return c.scontrol(ctx, "requeue", act.Job)
+	case bridge.ActRequeueHold:
+		return c.scontrol(ctx, "requeuehold", act.Job)
+	}
+	a, err := c.adapter(ctx)
+	if err != nil {
+		return err
+	}
+	job := int64(act.Job)
+	var u jobUpdate
+	switch act.Kind {
+	case bridge.ActSetPriority:
+		// The generated type holds a signed 32-bit number.
+		p := min(act.Priority, math.MaxInt32)
+		u.Priority = &p
+	case bridge.ActHold, bridge.ActRelease:
+		hold := act.Kind == bridge.ActHold
+		u.Hold = &hold
+	case bridge.ActSetConstraints:
+		u.Constraints = &act.Constraints
+	case bridge.ActBeginNow:
+		now := c.cfg.Now().Unix()
+		u.BeginTime = &now
+	case bridge.ActSignal:
+		n, err := bridge.SignalNumber(act.Signal)
+		if err != nil {
+			return err
+		}
+		err = a.signal(ctx, job, fmt.Sprint(n))
+		c.forget(err)
+		return err
+	default:
+		return fmt.Errorf("unknown action kind %q", act.Kind)
+	}
+	err = a.update(ctx, job, u)
+	c.forget(err)
+	return err
+}
+
+// scontrol runs `scontrol VERB JOBID`: slurmrestd 24.11 has no requeue.
+func (c *Client) scontrol(ctx context.Context, verb string, job bridge.JobID) error {
+	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, job.String())
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s %s %s: %w", c.cfg.Scontrol, verb, job, ctx.Err())
+		}
+		return fmt.Errorf("%s %s %s: %w: %s", c.cfg.Scontrol, verb, job, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+var (
+	_ bridge.Reader   = (*Client)(nil)
+	_ bridge.Actuator = (*Client)(nil)
+)
