@@ -208,7 +208,20 @@ func (m *mmModel) waterFill(groups []wfGroup) (*mmSolution, Stats, error) {
 			return nil, stats, fmt.Errorf("water filling iteration %d: %w", stats.LPs, err)
 		}
 		last = sol
+		// A rise within the solver's tolerance (floors carry a 1e-9
+		// relative slack) is a stall, not progress: keeping the promises
+		// unchanged then avoids splitting classes over rounding noise.
 		tau := math.Max(sol.tau, 0)
+		stalled := true
+		for j := range weight {
+			if weight[j] > 0 && weight[j]*tau > 1e-7*math.Max(1, level[j]) {
+				stalled = false
+				break
+			}
+		}
+		if stalled {
+			tau = 0
+		}
 		froze := false
 		for j := range weight {
 			if weight[j] == 0 {
@@ -232,7 +245,7 @@ func (m *mmModel) waterFill(groups []wfGroup) (*mmSolution, Stats, error) {
 				frozen[j] = true
 			}
 		}
-		if !packed && tau <= 1e-9 {
+		if !packed && stalled {
 			all, err := m.markExhausted(level, exhausted, &stats)
 			if err != nil {
 				return nil, stats, err

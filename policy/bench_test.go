@@ -1,0 +1,216 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/gavel-slurm/gavel-slurm/etc"
+)
+
+// Benchmarks of the max-min policies on problems drawn from the reference
+// throughput table: 3 GPU types (k80, p100, v100) with jobs/4 GPUs each.
+
+// mmJobType is one row of the reference table: a model at a scale factor.
+type mmJobType struct {
+	key   string // the table's key, e.g. "('ResNet-18 (batch size 16)', 1)"
+	sf    int
+	alone map[string]float64               // isolated throughput per GPU type
+	with  map[string]map[string][2]float64 // GPU type -> other key -> rates
+}
+
+var (
+	mmTableOnce  sync.Once
+	mmTableTypes []mmJobType
+	mmTableErr   error
+)
+
+// mmBenchTypes are the GPU types of the reference table the simulator uses.
+var mmBenchTypes = []string{"k80", "p100", "v100"}
+
+// mmReferenceTable parses just enough of etc.SimulationThroughputs: the
+// isolated ("null") entries and the co-location pairs of every job type.
+func mmReferenceTable(tb testing.TB) []mmJobType {
+	tb.Helper()
+	mmTableOnce.Do(func() {
+		var raw map[string]map[string]map[string]json.RawMessage
+		if mmTableErr = json.Unmarshal(etc.SimulationThroughputs, &raw); mmTableErr != nil {
+			return
+		}
+		keyRE := regexp.MustCompile(`^\('(.*)', (\d+)\)$`)
+		byKey := map[string]*mmJobType{}
+		for _, gpu := range mmBenchTypes {
+			for key, entries := range raw[gpu] {
+				m := keyRE.FindStringSubmatch(key)
+				if m == nil {
+					mmTableErr = fmt.Errorf("unexpected job type key %q", key)
+					return
+				}
+				jt, ok := byKey[key]
+				if !ok {
+					sf, _ := strconv.Atoi(m[2])
+					jt = &mmJobType{key: key, sf: sf, alone: map[string]float64{}, with: map[string]map[string][2]float64{}}
+					byKey[key] = jt
+				}
+				jt.with[gpu] = map[string][2]float64{}
+				for other, v := range entries {
+					if other == "null" {
+						var x float64
+						if mmTableErr = json.Unmarshal(v, &x); mmTableErr != nil {
+							return
+						}
+						jt.alone[gpu] = x
+						continue
+					}
+					var pair [2]float64
+					if mmTableErr = json.Unmarshal(v, &pair); mmTableErr != nil {
+						return
+					}
+					jt.with[gpu][other] = pair
+				}
+			}
+		}
+		for _, jt := range byKey {
+			mmTableTypes = append(mmTableTypes, *jt)
+		}
+		sort.Slice(mmTableTypes, func(a, b int) bool { return mmTableTypes[a].key < mmTableTypes[b].key })
+	})
+	if mmTableErr != nil {
+		tb.Fatalf("parse reference table: %v", mmTableErr)
+	}
+	return mmTableTypes
+}
+
+// mmTableProblem draws n jobs with a fixed seed: 70% single-GPU, the rest
+// 2, 4 or 8 GPUs, each a uniformly drawn job type of that scale factor; the
+// cluster has n/4 GPUs of each type. With pairs, every two jobs of the same
+// scale factor whose table entry has both rates > 0 on some type become a
+// candidate pair.
+func mmTableProblem(tb testing.TB, n int, seed int64, pairs bool) (*Problem, []int) {
+	tb.Helper()
+	table := mmReferenceTable(tb)
+	bySF := map[int][]int{}
+	for i, jt := range table {
+		bySF[jt.sf] = append(bySF[jt.sf], i)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	p := &Problem{GPUs: map[string]int{}}
+	for _, t := range mmBenchTypes {
+		p.GPUs[t] = max(1, n/4)
+	}
+	kinds := make([]int, n)
+	for i := 0; i < n; i++ {
+		sf := 1
+		switch u := rng.Float64(); {
+		case u < 0.70:
+		case u < 0.80:
+			sf = 2
+		case u < 0.95:
+			sf = 4
+		default:
+			sf = 8
+		}
+		candidates := bySF[sf]
+		k := candidates[rng.Intn(len(candidates))]
+		kinds[i] = k
+		tput := map[string]float64{}
+		for gpu, v := range table[k].alone {
+			tput[gpu] = v
+		}
+		p.Jobs = append(p.Jobs, Job{ID: strconv.Itoa(i), Throughputs: tput, ScaleFactor: sf, Weight: 1, Arrival: float64(i)})
+	}
+	if pairs {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				a, b := &table[kinds[i]], &table[kinds[j]]
+				if a.sf != b.sf {
+					continue
+				}
+				tput := map[string][2]float64{}
+				for _, gpu := range mmBenchTypes {
+					if v, ok := a.with[gpu][b.key]; ok && v[0] > 0 && v[1] > 0 {
+						tput[gpu] = v
+					}
+				}
+				if len(tput) > 0 {
+					p.Pairs = append(p.Pairs, Pair{Jobs: [2]string{p.Jobs[i].ID, p.Jobs[j].ID}, Throughputs: tput})
+				}
+			}
+		}
+	}
+	return p, kinds
+}
+
+// wfHierarchy spreads the jobs of p over entities of different weights and
+// internal policies (and leaves some jobs on their own), with a fifth of
+// the jobs at weight 2.
+func wfHierarchy(p *Problem, seed int64) {
+	p.Entities = map[string]Entity{
+		"prod":     {Weight: 4, Policy: "fairness"},
+		"research": {Weight: 2, Policy: "fifo"},
+		"interns":  {Weight: 1, Policy: "fifo"},
+		"ops":      {Weight: 3, Policy: "fairness"},
+	}
+	rng := rand.New(rand.NewSource(seed))
+	for i := range p.Jobs {
+		switch u := rng.Float64(); {
+		case u < 0.40:
+			p.Jobs[i].Entity = "prod"
+		case u < 0.65:
+			p.Jobs[i].Entity = "research"
+		case u < 0.80:
+			p.Jobs[i].Entity = "interns"
+		case u < 0.95:
+			p.Jobs[i].Entity = "ops"
+		}
+		if rng.Float64() < 0.2 {
+			p.Jobs[i].Weight = 2
+		}
+	}
+}
+
+func mmBench(b *testing.B, policy string, p *Problem) {
+	pol, err := New(policy, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var a *Allocation
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if a, err = pol.Allocate(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(a.Stats.LPs), "LPs")
+	b.ReportMetric(float64(a.Stats.Classes), "classes")
+}
+
+func BenchmarkMaxMinFairnessPerf(b *testing.B) {
+	for _, n := range []int{256, 2048, 8192} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			p, _ := mmTableProblem(b, n, 1, false)
+			mmBench(b, "max_min_fairness_perf", p)
+		})
+	}
+}
+
+func BenchmarkWaterFillingHierarchical(b *testing.B) {
+	b.Run("2048", func(b *testing.B) {
+		p, _ := mmTableProblem(b, 2048, 2, false)
+		wfHierarchy(p, 3)
+		mmBench(b, "max_min_fairness_water_filling_perf", p)
+	})
+}
+
+func BenchmarkMaxMinFairnessPacked(b *testing.B) {
+	b.Run("512", func(b *testing.B) {
+		p, _ := mmTableProblem(b, 512, 4, true)
+		mmBench(b, "max_min_fairness_packed", p)
+	})
+}
