@@ -13,12 +13,14 @@
 // For every job and co-located pair ("combination") and every GPU type the
 // mechanism keeps the time received since the last allocation reset and a
 // deficit. Each new combination, and every combination at a reset, starts
-// with half a round of time credited, so fractions are never 0 and early
-// rounds do not swing priorities. The priority on a type is
+// with Options.Credit seconds credited (the reference: half a 360 s round),
+// so fractions are never 0 and early rounds do not swing priorities. The
+// priority on a type is
 //
 //	allocation / (time received on the type / total time received on the type)
 //
-// or allocation × 1e9 while the type's total is 0; it is 0 without an
+// or allocation × 1e9 while the fraction is 0 (only possible with no
+// credit: then jobs not yet served since the reset go first); it is 0 without an
 // allocation row, with a zero share, or where the throughput is 0. Deficits
 // only change at resets (deficit += share × elapsed − time received beyond
 // the credit) and break ties between equal priorities.

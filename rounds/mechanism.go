@@ -76,8 +76,8 @@ func (c *combo) isPair() bool { return c.members[1] >= 0 }
 
 // New returns a mechanism for the cluster.
 func New(cluster Cluster, opts Options) (*Mechanism, error) {
-	if !(opts.RoundSeconds > 0) || math.IsInf(opts.RoundSeconds, 0) {
-		return nil, fmt.Errorf("rounds: round length must be positive, got %v", opts.RoundSeconds)
+	if !(opts.Credit >= 0) || math.IsInf(opts.Credit, 0) {
+		return nil, fmt.Errorf("rounds: credit must be a finite number of seconds ≥ 0, got %v", opts.Credit)
 	}
 	if opts.MinResetInterval < 0 || math.IsNaN(opts.MinResetInterval) {
 		return nil, fmt.Errorf("rounds: minimum reset interval must be ≥ 0, got %v", opts.MinResetInterval)
@@ -89,7 +89,7 @@ func New(cluster Cluster, opts Options) (*Mechanism, error) {
 	return m, nil
 }
 
-func (m *Mechanism) credit() float64 { return m.opts.RoundSeconds / 2 }
+func (m *Mechanism) credit() float64 { return m.opts.Credit }
 
 // Types returns the cluster's GPU types in sorted order.
 func (m *Mechanism) Types() []string { return slices.Clone(m.types) }
@@ -98,8 +98,8 @@ func (m *Mechanism) Types() []string { return slices.Clone(m.types) }
 func (m *Mechanism) Len() int { return len(m.jobs) }
 
 // SetCluster replaces the cluster (servers added, removed or changed) and
-// notes a cluster-change event. Types that appear start with the half-round
-// credit for every combination; types that disappear are forgotten.
+// notes a cluster-change event. Types that appear start with the credit for
+// every combination; types that disappear are forgotten.
 func (m *Mechanism) SetCluster(cluster Cluster, now float64) error {
 	if err := m.setCluster(cluster); err != nil {
 		return err
@@ -263,7 +263,7 @@ func checkThroughput(what string, t string, v float64) error {
 	return nil
 }
 
-// AddJob registers an arriving job. It starts with the half-round credit
+// AddJob registers an arriving job. It starts with the credit (Options.Credit)
 // of time received on every type and no deficit, has priority 0 until an
 // allocation includes it, and notes an arrival event.
 func (m *Mechanism) AddJob(j Job, now float64) error {
@@ -294,7 +294,7 @@ func (m *Mechanism) AddJob(j Job, now float64) error {
 }
 
 // AddPair registers a candidate co-location of two active jobs with equal
-// scale factors. It starts like a new job (half-round credit, no deficit).
+// scale factors. It starts like a new job (credit, no deficit).
 // Pairs are not reset events: the reference creates them with their jobs.
 func (m *Mechanism) AddPair(p Pair, now float64) error {
 	key := p.Key()
@@ -406,7 +406,7 @@ func (m *Mechanism) LastReset() (float64, bool) { return m.lastReset, m.everRese
 // SetAllocation installs a new allocation at time now. First the time
 // received since the last reset is folded into the deficits under the old
 // allocation (deficit += old share × elapsed − time received beyond the
-// credit) and every time received is reset to the half-round credit; then
+// credit) and every time received is reset to the credit (Options.Credit); then
 // the new fractions replace the old ones. Rows are matched to jobs and
 // pairs by policy.Row.Key; rows for unknown keys (jobs that finished since
 // the allocation was computed) and columns for types not in the cluster
@@ -457,7 +457,7 @@ func (m *Mechanism) SetAllocation(a *policy.Allocation, now float64) error {
 }
 
 // foldAndReset moves the time received since the last reset into the
-// deficits and restarts every combination at the half-round credit.
+// deficits and restarts every combination at the credit (Options.Credit).
 func (m *Mechanism) foldAndReset(now float64) {
 	elapsed := now - m.lastReset
 	if !m.everReset {

@@ -135,11 +135,13 @@ const (
 
 // Options tune the mechanism. Start from DefaultOptions or ForPolicy.
 type Options struct {
-	// RoundSeconds is the round length. Half of it is credited as time
-	// received to every new job or pair and to every combination at an
-	// allocation reset, so that fractions of time received start non-zero
-	// and early rounds do not swing priorities wildly.
-	RoundSeconds float64
+	// Credit is the time (seconds) credited as received to every new job or
+	// pair and to every combination at an allocation reset. The reference
+	// credits half a round (180 s of 360 s rounds), so fractions start
+	// non-zero and early rounds do not swing priorities. With 0, a
+	// combination that has not run since the reset has fraction 0 and
+	// priority allocation × 1e9: unserved jobs go first.
+	Credit float64
 	// MinResetInterval is the least time between two allocation resets
 	// triggered by events; 0 lets every event trigger one.
 	MinResetInterval float64
@@ -171,7 +173,7 @@ type Options struct {
 // types filled v100, p100, k80.
 func DefaultOptions() Options {
 	return Options{
-		RoundSeconds:     DefaultRoundSeconds,
+		Credit:           DefaultRoundSeconds / 2,
 		MinResetInterval: DefaultMinResetInterval,
 		TypeOrder:        []string{"v100", "p100", "k80"},
 		HoldUnallocated:  true,
