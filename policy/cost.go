@@ -70,7 +70,9 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 	costCols, costCoefs := costForm(p, cc)
 	cc.lp.AddRow(costCols, costCoefs, 1, 1)
 	if slos {
-		addSLORows(p, cc)
+		if err := addSLORows(p, cc); err != nil {
+			return nil, err
+		}
 	}
 	res, err := cc.lp.Solve()
 	if errors.Is(err, ErrInfeasible) && slos {
@@ -110,7 +112,9 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 	}
 	b.lp.AddRow(cols, coefs, 0, Inf)
 	if slos {
-		addSLORows(p, b)
+		if err := addSLORows(p, b); err != nil {
+			return nil, err
+		}
 	}
 	var a *Allocation
 	if res2, err := b.lp.Solve(); err == nil {
@@ -152,18 +156,28 @@ func costForm(p *Problem, b *placementLP) ([]int, []float64) {
 }
 
 // addSLORows adds eff_j >= R_j/SLO_j for every job with an SLO and steps
-// left (homogenized when b is).
-func addSLORows(p *Problem, b *placementLP) {
+// left (homogenized when b is). Jobs that cannot run on the cluster at all
+// are skipped (no allocation could serve them); a job whose SLO is out of
+// reach even on its fastest type alone is an error naming it.
+func addSLORows(p *Problem, b *placementLP) error {
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		if j.SLO <= 0 || j.StepsRemaining <= 0 {
+		if j.SLO <= 0 || j.StepsRemaining <= 0 || len(b.effCols[i]) == 0 {
 			continue
 		}
 		need := j.StepsRemaining / j.SLO
+		best := 0.0
+		for _, c := range b.effCoefs[i] {
+			best = math.Max(best, c)
+		}
+		if best < need {
+			return fmt.Errorf("job %s: SLO of %gs needs %g steps/s, its fastest placement gives %g: %w", j.ID, j.SLO, need, best, ErrInfeasible)
+		}
 		if b.scaleCol >= 0 {
 			b.effectiveRow(i, []int{b.scaleCol}, []float64{-need}, 0, Inf)
 		} else {
 			b.effectiveRow(i, nil, nil, need, Inf)
 		}
 	}
+	return nil
 }

@@ -26,6 +26,10 @@ import (
 // upper end, so every job gets at least its requirement and spare capacity
 // is spread in proportion to the requirements.
 //
+// Jobs that cannot run on any type of the cluster (zero throughput, or a
+// scale factor above the count of every type where they could run) get an
+// empty row and are left out of the objective.
+//
 // finish_time_fairness is the heterogeneity-agnostic baseline (every usable
 // type as fast as the job's v100, also in the isolated reference),
 // finish_time_fairness_perf uses measured throughputs, and
@@ -83,7 +87,7 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 			continue
 		}
 		if iso <= 0 || len(b.effCols[i]) == 0 {
-			return nil, fmt.Errorf("job %s: cannot run on any GPU type of the cluster: %w", j.ID, ErrInfeasible)
+			continue // runs nowhere: no allocation can change its ρ
 		}
 		fj := ftfJob{index: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, isoTime: j.IsolatedTime + j.StepsRemaining/iso}
 		active = append(active, fj)

@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // The min_total_duration policies minimize the makespan
 // max_j R_j / Σ_t T[j][t]·X[j][t]. With z = 1/makespan this is one exact
@@ -15,7 +12,8 @@ import (
 // type assumed as fast as the job's v100), min_total_duration_perf uses the
 // measured throughputs, min_total_duration_packed adds the problem's pairs.
 //
-// Allocation.Objective is the makespan in seconds under the measured
+// Jobs that cannot run on any type of the cluster get an empty row and are
+// left out of the makespan. Allocation.Objective is the makespan in seconds under the measured
 // throughputs (for the agnostic variant, the makespan its allocation would
 // really give).
 
@@ -54,7 +52,7 @@ func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Al
 			continue
 		}
 		if len(b.effCols[i]) == 0 {
-			return nil, fmt.Errorf("job %s: cannot run on any GPU type of the cluster: %w", p.Jobs[i].ID, ErrInfeasible)
+			continue // runs nowhere: left out, as in Makespan
 		}
 		b.effectiveRow(i, []int{z}, []float64{-r / scale}, 0, Inf)
 	}

@@ -56,6 +56,18 @@ func JobThroughputs(p *Problem, a *Allocation) ([]float64, error) {
 	return eff, nil
 }
 
+// CanRun reports whether some GPU type of the cluster can run job j: the
+// job has a positive throughput there and the type has at least its scale
+// factor of GPUs.
+func CanRun(p *Problem, j *Job) bool {
+	for t, n := range p.GPUs {
+		if j.Throughput(t) > 0 && n >= jobScale(j) {
+			return true
+		}
+	}
+	return false
+}
+
 // TotalThroughput is Σ_j effective throughput (steps/s): the objective of
 // max_sum_throughput_perf.
 func TotalThroughput(p *Problem, a *Allocation) (float64, error) {
@@ -96,7 +108,7 @@ func MinNormalizedThroughput(p *Problem, a *Allocation) (float64, error) {
 // FinishTimeFairness returns each job's Themis ρ under a, indexed like
 // p.Jobs: (t_j + R_j/eff_j) / (C_j + R_j/IsolatedThroughput_j). A job that
 // still has steps but gets no throughput has ρ = +Inf; a job whose isolated
-// time is undefined (it runs nowhere, or it is done and has no history) has
+// time is undefined (it cannot run on the cluster, or it is done and has no history) has
 // ρ = NaN and is left out of MaxFinishTimeFairness.
 func FinishTimeFairness(p *Problem, a *Allocation) ([]float64, error) {
 	eff, err := JobThroughputs(p, a)
@@ -106,6 +118,10 @@ func FinishTimeFairness(p *Problem, a *Allocation) ([]float64, error) {
 	rho := make([]float64, len(p.Jobs))
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
+		if !CanRun(p, j) {
+			rho[i] = math.NaN()
+			continue
+		}
 		rho[i] = themisRho(j.TimeSinceStart, j.StepsRemaining, eff[i], j.IsolatedTime, IsolatedThroughput(p, j))
 	}
 	return rho, nil
@@ -152,7 +168,8 @@ func MaxFinishTimeFairness(p *Problem, a *Allocation) (float64, error) {
 
 // Makespan is max_j R_j / eff_j in seconds: when the last job would finish
 // if the allocation held until then. +Inf when a job with steps left gets
-// no throughput; 0 when no job has steps left.
+// no throughput; 0 when no job has steps left. Jobs that cannot run on the
+// cluster at all (see CanRun) are left out: no allocation can finish them.
 func Makespan(p *Problem, a *Allocation) (float64, error) {
 	eff, err := JobThroughputs(p, a)
 	if err != nil {
@@ -161,7 +178,7 @@ func Makespan(p *Problem, a *Allocation) (float64, error) {
 	worst := 0.0
 	for i := range p.Jobs {
 		r := p.Jobs[i].StepsRemaining
-		if r <= 0 {
+		if r <= 0 || !CanRun(p, &p.Jobs[i]) {
 			continue
 		}
 		if eff[i] <= 0 {
