@@ -1,0 +1,199 @@
+//go:build integration
+
+package rest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// These tests run against the local Slurm that scripts/slurm-up.sh starts:
+//
+//	set -a; . .local/slurm/env; set +a; go test -tags integration ./bridge/...
+
+func integrationClient(t *testing.T, versions ...string) *Client {
+	t.Helper()
+	url := os.Getenv("SLURMRESTD_URL")
+	if url == "" {
+		t.Skip("SLURMRESTD_URL is not set: no local Slurm")
+	}
+	c, err := New(Config{
+		URL:        url,
+		UserName:   os.Getenv("SLURM_USER_NAME"),
+		TokenFile:  os.Getenv("SLURM_JWT_FILE"),
+		Partitions: []string{partition()},
+		Scontrol:   os.Getenv("SCONTROL"),
+		Versions:   versions,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func partition() string {
+	if p := os.Getenv("SLURM_PARTITION"); p != "" {
+		return p
+	}
+	return "gpu"
+}
+
+// submit starts a sleeping job with the given extra sbatch arguments and
+// cancels it when the test ends.
+func submit(t *testing.T, args ...string) bridge.JobID {
+	t.Helper()
+	sbatch := os.Getenv("SBATCH")
+	all := append([]string{"--parsable", "-p", partition(), "-t", "10", "-o", "/dev/null", "--wrap", "sleep 300"}, args...)
+	out, err := exec.Command(sbatch, all...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch %v: %v: %s", all, err, out)
+	}
+	id, err := strconv.ParseUint(strings.TrimSpace(strings.Split(string(out), ";")[0]), 10, 32)
+	if err != nil {
+		t.Fatalf("sbatch output %q: %v", out, err)
+	}
+	t.Cleanup(func() { _ = exec.Command(os.Getenv("SCANCEL"), strconv.FormatUint(id, 10)).Run() })
+	return bridge.JobID(id)
+}
+
+// waitJob polls the snapshot until the job satisfies ok.
+func waitJob(t *testing.T, c *Client, id bridge.JobID, what string, ok func(bridge.Job) bool) bridge.Job {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	var last bridge.Job
+	for time.Now().Before(deadline) {
+		snap, err := c.Snapshot(ctx)
+		if err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if j, found := snap.Job(id); found {
+			last = j
+			if ok(j) {
+				return j
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("job %d never became %s; last seen %+v", id, what, last)
+	return last
+}
+
+func TestIntegrationSnapshotSeesTypedGPUs(t *testing.T) {
+	for _, version := range []string{"", "v0.0.41", "v0.0.42"} {
+		t.Run("version="+version, func(t *testing.T) {
+			var c *Client
+			if version == "" {
+				c = integrationClient(t)
+			} else {
+				c = integrationClient(t, version)
+			}
+			snap, err := c.Snapshot(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if version != "" && snap.APIVersion != version {
+				t.Fatalf("API version %s, want %s", snap.APIVersion, version)
+			}
+			if version == "" && snap.APIVersion != "v0.0.42" {
+				t.Fatalf("negotiated %s, want v0.0.42 (newest that Slurm 24.11 serves)", snap.APIVersion)
+			}
+			types := snap.GPUTypes()
+			if len(snap.Nodes) == 0 || len(types) < 2 {
+				t.Fatalf("expected typed GPU nodes, got nodes %+v types %v", snap.Nodes, types)
+			}
+			for _, n := range snap.Nodes {
+				if n.GPUType == "" || n.GPUs == 0 {
+					t.Errorf("node %s has no typed GPUs: %+v", n.Name, n)
+				}
+			}
+			t.Logf("%s: %d nodes, GPUs %v", snap.APIVersion, len(snap.Nodes), types)
+		})
+	}
+}
+
+func TestIntegrationTaggedJobAndActions(t *testing.T) {
+	c := integrationClient(t)
+	ctx := context.Background()
+	// Held at submission so that it stays pending while we change it.
+	id := submit(t, "--hold", "--gres=gpu:1", `--comment=gavel: model="ResNet-50 (batch size 64)" steps=250k weight=2`)
+	j := waitJob(t, c, id, "visible", func(bridge.Job) bool { return true })
+	if !j.Managed() || j.Tag.Model != "ResNet-50 (batch size 64)" || j.Tag.Steps != 250000 || j.Tag.Weight != 2 {
+		t.Fatalf("tag not parsed: %+v (err %v)", j.Tag, j.TagErr)
+	}
+	if j.GPUs != 1 || j.RequestedGPUType != "" || !j.Held || j.State != bridge.JobPending {
+		t.Fatalf("job as seen: %+v", j)
+	}
+
+	apply := func(a bridge.Action) {
+		t.Helper()
+		a.Job = id
+		if err := c.Apply(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: "k80"})
+	waitJob(t, c, id, "constrained to k80", func(j bridge.Job) bool { return j.Constraints == "k80" })
+
+	apply(bridge.Action{Kind: bridge.ActRelease})
+	apply(bridge.Action{Kind: bridge.ActSetPriority, Priority: 4242})
+	j = waitJob(t, c, id, "running on k80 with priority 4242", func(j bridge.Job) bool {
+		return j.State == bridge.JobRunning && j.Priority == 4242
+	})
+	if j.RunningGPUType != "k80" || len(j.RunningNodes) != 1 {
+		t.Fatalf("running job placement: %+v", j)
+	}
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := snap.Node(j.RunningNodes[0]); n.GPUsUsed < 1 {
+		t.Fatalf("node %s shows no GPU in use: %+v", n.Name, n)
+	}
+
+	apply(bridge.Action{Kind: bridge.ActSignal, Signal: "USR1"})
+	// A running job refuses new constraints; the error names job and action.
+	err = c.Apply(ctx, bridge.Action{Kind: bridge.ActSetConstraints, Job: id, Constraints: "v100"})
+	if err == nil || !strings.Contains(err.Error(), "set-constraints job "+id.String()) {
+		t.Fatalf("constraints on a running job: %v", err)
+	}
+
+	apply(bridge.Action{Kind: bridge.ActRequeueHold})
+	j = waitJob(t, c, id, "requeued and held", func(j bridge.Job) bool {
+		return j.State == bridge.JobPending && j.Held && j.Restarts == 1
+	})
+	apply(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: "v100"})
+	// Release resets the begin time a requeue sets, so begin-now comes last.
+	apply(bridge.Action{Kind: bridge.ActRelease})
+	apply(bridge.Action{Kind: bridge.ActBeginNow})
+	j = waitJob(t, c, id, "running on v100", func(j bridge.Job) bool {
+		return j.State == bridge.JobRunning && j.RunningGPUType == "v100"
+	})
+
+	apply(bridge.Action{Kind: bridge.ActRequeue})
+	waitJob(t, c, id, "requeued", func(j bridge.Job) bool { return j.Restarts == 2 && j.State == bridge.JobPending })
+}
+
+func TestIntegrationUntaggedAndBadTags(t *testing.T) {
+	c := integrationClient(t)
+	plain := submit(t, "--hold", "--gres=gpu:1", "--comment=just a note")
+	bad := submit(t, "--hold", "--gres=gpu:v100:2", "--comment=gavel: steps=lots")
+	j := waitJob(t, c, plain, "visible", func(bridge.Job) bool { return true })
+	if j.Managed() || j.TagErr.Error() != "no gavel: tag in --comment" {
+		t.Fatalf("untagged job: %+v", j)
+	}
+	j = waitJob(t, c, bad, "visible", func(bridge.Job) bool { return true })
+	if j.Managed() || !strings.Contains(j.TagErr.Error(), "steps= is not a number") {
+		t.Fatalf("badly tagged job: %+v", j)
+	}
+	if j.GPUs != 2 || j.RequestedGPUType != "v100" {
+		t.Fatalf("typed request read as %d x %q", j.GPUs, j.RequestedGPUType)
+	}
+}
