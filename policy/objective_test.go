@@ -235,4 +235,3 @@ func TestVerifyAllocationCatchesViolations(t *testing.T) {
 		}
 	}
 }
-
