@@ -1,0 +1,182 @@
+// Package sim is the trace-driven simulator: it replays a workload on a
+// virtual cluster with a virtual clock, driving the same policy code
+// (package policy) and the same round mechanism (package rounds) as the
+// daemon, so a simulated schedule is the one the daemon would produce.
+//
+// The loop follows the reference simulator: rounds of RoundSeconds in which
+// every scheduled job runs min(int(rate·round), remaining) steps; a round
+// ends when its last micro-task ends; arrivals are admitted at round
+// boundaries; the allocation is recomputed on arrivals and completions, at
+// most every MinResetInterval seconds.
+//
+// The package does no I/O; wall-clock measurements use the injected Clock.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// Config describes one simulation run.
+type Config struct {
+	// GPUs is the number of GPUs of each type.
+	GPUs map[string]int
+	// GPUsPerServer groups each type's GPUs into servers (1 when missing).
+	// Placement does not change throughputs, as in the reference, but it
+	// decides which moves count as lease extensions.
+	GPUsPerServer map[string]int
+	// PolicyName is the registered policy to run (see policy.Names).
+	PolicyName string
+	// Policy, when set, is used instead of policy.New(PolicyName); tests
+	// inject hand-checkable policies this way.
+	Policy policy.Policy
+	// Table gives every job's step rates.
+	Table *throughputs.Table
+	// Seed feeds the policy's and the mechanism's random choices (the type
+	// order shuffle of heterogeneity-agnostic policies uses Seed+5, as in
+	// the reference).
+	Seed int64
+	// RoundSeconds is the round length.
+	RoundSeconds float64
+	// MinResetInterval is the least time between allocation recomputations.
+	MinResetInterval float64
+	// PreemptionOverhead is the time a job loses each time it restarts
+	// after having run before (moved to other GPUs, or resumed after
+	// waiting). Lease extensions cost nothing. The paper's simulations use 0.
+	PreemptionOverhead float64
+	// FirstMeasured and EndMeasured select the measured jobs by id
+	// [FirstMeasured, EndMeasured). The run continues until all of them
+	// finish. EndMeasured 0 measures every job and needs a finite workload.
+	FirstMeasured, EndMeasured int
+	// Costs is an optional price per GPU-hour of each type.
+	Costs map[string]float64
+	// Clock, when set, times the run and the solver; nil leaves the wall
+	// times at 0.
+	Clock func() time.Time
+}
+
+// Defaults returns the reference settings: 360 s rounds, resets at most
+// every 1920 s, no preemption overhead, the embedded throughput table.
+func Defaults() (Config, error) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{
+		Table:            table,
+		RoundSeconds:     rounds.DefaultRoundSeconds,
+		MinResetInterval: rounds.DefaultMinResetInterval,
+	}, nil
+}
+
+// Source yields jobs in non-decreasing arrival order. *workload.Generator
+// is one; Jobs wraps a slice.
+type Source interface {
+	Next() (workload.Job, bool)
+}
+
+// Jobs is a Source over a slice, e.g. a parsed trace.
+type Jobs []workload.Job
+
+// sliceSource walks a Jobs slice.
+type sliceSource struct {
+	jobs []workload.Job
+	next int
+}
+
+func (s *sliceSource) Next() (workload.Job, bool) {
+	if s.next >= len(s.jobs) {
+		return workload.Job{}, false
+	}
+	s.next++
+	return s.jobs[s.next-1], true
+}
+
+// Source returns a fresh Source over the jobs.
+func (j Jobs) Source() Source { return &sliceSource{jobs: j} }
+
+// packs reports whether the policy co-locates jobs, so the simulator must
+// offer it candidate pairs: the *_packed policies and gandiva.
+func packs(name string) bool {
+	return name == "gandiva" || strings.Contains(name, "packed")
+}
+
+// validate checks the configuration and returns the sorted GPU types.
+func (c *Config) validate() ([]string, error) {
+	if c.Table == nil {
+		return nil, errors.New("no throughput table")
+	}
+	if c.Policy == nil && c.PolicyName == "" {
+		return nil, errors.New("no policy")
+	}
+	if len(c.GPUs) == 0 {
+		return nil, errors.New("empty cluster")
+	}
+	types := make([]string, 0, len(c.GPUs))
+	for t, n := range c.GPUs {
+		if n < 1 {
+			return nil, fmt.Errorf("cluster: %d GPUs of type %s, need at least 1", n, t)
+		}
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	for t, n := range c.GPUsPerServer {
+		total, ok := c.GPUs[t]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("GPUs per server given for %s, which the cluster does not have", t)
+		case n < 1:
+			return nil, fmt.Errorf("GPUs per server of %s: %d, need at least 1", t, n)
+		case total%n != 0:
+			return nil, fmt.Errorf("%d %s GPUs do not divide into servers of %d", total, t, n)
+		}
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !(c.RoundSeconds > 0) || !finite(c.RoundSeconds):
+		return nil, fmt.Errorf("round length %v s: must be positive", c.RoundSeconds)
+	case c.MinResetInterval < 0 || !finite(c.MinResetInterval):
+		return nil, fmt.Errorf("minimum reset interval %v s: must be >= 0", c.MinResetInterval)
+	case c.PreemptionOverhead < 0 || !finite(c.PreemptionOverhead) || c.PreemptionOverhead >= c.RoundSeconds:
+		return nil, fmt.Errorf("preemption overhead %v s: must be >= 0 and shorter than a round (%v s)", c.PreemptionOverhead, c.RoundSeconds)
+	case c.FirstMeasured < 0 || c.EndMeasured < 0:
+		return nil, fmt.Errorf("measurement window %d:%d: ids must be >= 0", c.FirstMeasured, c.EndMeasured)
+	case c.EndMeasured > 0 && c.EndMeasured <= c.FirstMeasured:
+		return nil, fmt.Errorf("measurement window %d:%d is empty", c.FirstMeasured, c.EndMeasured)
+	case c.EndMeasured == 0 && c.FirstMeasured > 0:
+		return nil, fmt.Errorf("measurement window starts at %d but has no end", c.FirstMeasured)
+	}
+	for t, p := range c.Costs {
+		if _, ok := c.GPUs[t]; !ok {
+			return nil, fmt.Errorf("cost given for %s, which the cluster does not have", t)
+		}
+		if p < 0 || !finite(p) {
+			return nil, fmt.Errorf("cost of %s: %v, must be >= 0", t, p)
+		}
+	}
+	return types, nil
+}
+
+// servers lays the cluster out as servers named <type>-<n>.
+func (c *Config) servers(types []string) rounds.Cluster {
+	var cl rounds.Cluster
+	for _, t := range types {
+		per := c.GPUsPerServer[t]
+		if per == 0 {
+			per = 1
+		}
+		for i := 0; i < c.GPUs[t]/per; i++ {
+			cl.Servers = append(cl.Servers, rounds.Server{ID: fmt.Sprintf("%s-%d", t, i), Type: t, GPUs: per})
+		}
+	}
+	return cl
+}

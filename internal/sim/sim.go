@@ -1,0 +1,524 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// job is the simulator's record of one admitted job.
+type job struct {
+	id    int
+	key   string
+	spec  workload.Job
+	rates []float64 // per cluster type (sorted), whole-job steps/s
+	// tputs is the same as a map for policy problems and the mechanism;
+	// built once, never modified.
+	tputs     map[string]float64
+	remaining float64
+	start     float64 // first time it ran; -1 before
+	finish    float64
+	perType   []float64 // seconds held per type
+	everRan   bool
+	done      bool
+	// Themis accounting: isoTime is the time the job would have needed so
+	// far on its isolated 1/n share; isoRate is that share's throughput as
+	// of the last reset and isoMark the remaining steps then.
+	isoTime, isoRate, isoMark float64
+}
+
+// pair is a candidate co-location offered to packing policies.
+type pair struct {
+	a, b  *job
+	key   string
+	tputs map[string][2]float64
+}
+
+// task is one scheduled combination of the current round.
+type task struct {
+	assign int // index into the current plan's Assignments
+	jobs   [2]*job
+	steps  [2]float64
+	finish float64
+	typ    int
+}
+
+// simulator holds one run's state.
+type simulator struct {
+	cfg     Config
+	types   []string
+	typeIdx map[string]int
+	pol     policy.Policy
+	mech    *rounds.Mechanism
+	packing bool
+
+	src     Source
+	peeked  *workload.Job
+	srcDone bool
+
+	all    []*job // by id
+	active []*job // in arrival order
+	byKey  map[string]*job
+	pairs  []*pair
+
+	plans    [2]rounds.Plan
+	cur      int // index of the plan whose assignments run now
+	tasks    []task
+	now      float64
+	roundAt  float64 // when the running round started
+	measured int     // measured jobs completed
+
+	res Result
+}
+
+// Run simulates src under cfg and returns the measurements.
+func Run(cfg Config, src Source) (*Result, error) {
+	types, err := cfg.validate()
+	if err != nil {
+		return nil, fmt.Errorf("simulation config: %w", err)
+	}
+	s := &simulator{cfg: cfg, types: types, src: src, byKey: map[string]*job{}, typeIdx: map[string]int{}}
+	for i, t := range types {
+		s.typeIdx[t] = i
+	}
+	var started time.Time
+	if cfg.Clock != nil {
+		started = cfg.Clock()
+	}
+	s.pol = cfg.Policy
+	if s.pol == nil {
+		if s.pol, err = policy.New(cfg.PolicyName, policy.Options{Seed: cfg.Seed}); err != nil {
+			return nil, err
+		}
+	}
+	name := s.pol.Name()
+	s.packing = packs(name)
+	opts := rounds.ForPolicy(name, workload.NewRand(cfg.Seed+5))
+	// The reference credits every job half a round of service at each reset.
+	opts.Credit = cfg.RoundSeconds / 2
+	opts.MinResetInterval = cfg.MinResetInterval
+	if s.mech, err = rounds.New(cfg.servers(types), opts); err != nil {
+		return nil, fmt.Errorf("simulation: %w", err)
+	}
+	s.res = Result{Policy: name, Types: types, busy: make([]float64, len(types))}
+	if err := s.loop(); err != nil {
+		return nil, fmt.Errorf("simulation (%s) at t=%.0fs: %w", name, s.now, err)
+	}
+	s.finishResult()
+	if cfg.Clock != nil {
+		s.res.WallSeconds = cfg.Clock().Sub(started).Seconds()
+	}
+	return &s.res, nil
+}
+
+// peek returns the next job of the source without admitting it.
+func (s *simulator) peek() *workload.Job {
+	if s.peeked == nil && !s.srcDone {
+		j, ok := s.src.Next()
+		if !ok {
+			s.srcDone = true
+			return nil
+		}
+		s.peeked = &j
+	}
+	return s.peeked
+}
+
+// measuring reports whether job id is in the measurement window.
+func (s *simulator) measuring(id int) bool {
+	if s.cfg.EndMeasured == 0 {
+		return true
+	}
+	return id >= s.cfg.FirstMeasured && id < s.cfg.EndMeasured
+}
+
+// done reports whether the run can stop.
+func (s *simulator) done() bool {
+	if s.cfg.EndMeasured > 0 {
+		return s.measured == s.cfg.EndMeasured-s.cfg.FirstMeasured
+	}
+	return len(s.active) == 0 && s.peek() == nil
+}
+
+func (s *simulator) loop() error {
+	for !s.done() {
+		switch {
+		case len(s.tasks) > 0:
+			if err := s.completeRound(); err != nil {
+				return err
+			}
+		case s.peek() != nil:
+			s.now = math.Max(s.now, s.peek().Arrival)
+		default:
+			if s.cfg.EndMeasured > 0 && len(s.active) == 0 {
+				return fmt.Errorf("the workload ended after %d jobs, before the measurement window %d:%d completed",
+					len(s.all), s.cfg.FirstMeasured, s.cfg.EndMeasured)
+			}
+		}
+		if err := s.admit(); err != nil {
+			return err
+		}
+		if err := s.scheduleRound(false); err != nil {
+			return err
+		}
+		if len(s.tasks) == 0 && len(s.active) > 0 && s.peek() == nil {
+			// Nothing runs, nothing will arrive: only a new allocation can
+			// make progress (jobs held until the next reset).
+			if err := s.scheduleRound(true); err != nil {
+				return err
+			}
+			if len(s.tasks) == 0 {
+				return fmt.Errorf("%d jobs wait but none can be scheduled", len(s.active))
+			}
+		}
+	}
+	return nil
+}
+
+// admit adds every job that has arrived by now.
+func (s *simulator) admit() error {
+	for j := s.peek(); j != nil && j.Arrival <= s.now; j = s.peek() {
+		s.peeked = nil
+		if err := s.add(*j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *simulator) add(spec workload.Job) error {
+	id := len(s.all)
+	if n := len(s.all); n > 0 && spec.Arrival < s.all[n-1].spec.Arrival {
+		return fmt.Errorf("job %d arrives at %v, before job %d (%v): arrivals must not decrease", id, spec.Arrival, n-1, s.all[n-1].spec.Arrival)
+	}
+	if spec.Priority == 0 {
+		spec.Priority = 1
+	}
+	j := &job{
+		id: id, key: strconv.Itoa(id), spec: spec,
+		rates:     make([]float64, len(s.types)),
+		tputs:     make(map[string]float64, len(s.types)),
+		remaining: spec.TotalSteps,
+		start:     -1,
+		perType:   make([]float64, len(s.types)),
+		isoMark:   spec.TotalSteps,
+	}
+	runnable := false
+	for i, t := range s.types {
+		r := s.cfg.Table.Isolated(spec.Model, spec.ScaleFactor, t)
+		j.rates[i] = r
+		j.tputs[t] = r
+		if r > 0 && spec.ScaleFactor <= s.cfg.GPUs[t] {
+			runnable = true
+		}
+	}
+	if !runnable {
+		return fmt.Errorf("job %d (%s on %d GPUs) cannot run on any GPU type of the cluster", id, spec.Model, spec.ScaleFactor)
+	}
+	if !(spec.TotalSteps > 0) {
+		return fmt.Errorf("job %d has %v steps, need a positive count", id, spec.TotalSteps)
+	}
+	if err := s.mech.AddJob(rounds.Job{ID: j.key, ScaleFactor: spec.ScaleFactor, Throughputs: j.tputs}, s.now); err != nil {
+		return err
+	}
+	s.all = append(s.all, j)
+	s.active = append(s.active, j)
+	s.byKey[j.key] = j
+	if s.packing {
+		for _, o := range s.active[:len(s.active)-1] {
+			if err := s.addPair(o, j); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addPair offers the co-location of a (earlier) and b when the table has
+// positive rates for both on some type at their common scale factor.
+func (s *simulator) addPair(a, b *job) error {
+	if a.spec.ScaleFactor != b.spec.ScaleFactor {
+		return nil
+	}
+	var tputs map[string][2]float64
+	for _, t := range s.types {
+		ra, rb, ok := s.cfg.Table.Pair(a.spec.Model, b.spec.Model, a.spec.ScaleFactor, t)
+		if !ok || ra <= 0 || rb <= 0 {
+			continue
+		}
+		if tputs == nil {
+			tputs = map[string][2]float64{}
+		}
+		tputs[t] = [2]float64{ra, rb}
+	}
+	if tputs == nil {
+		return nil
+	}
+	p := &pair{a: a, b: b, key: rounds.PairKey(a.key, b.key), tputs: tputs}
+	if err := s.mech.AddPair(rounds.Pair{Jobs: [2]string{a.key, b.key}, Throughputs: tputs}, s.now); err != nil {
+		return err
+	}
+	s.pairs = append(s.pairs, p)
+	return nil
+}
+
+// completeRound advances the clock to the end of the running round and
+// accounts for every micro-task in it.
+func (s *simulator) completeRound() error {
+	end := s.roundAt
+	for i := range s.tasks {
+		end = math.Max(end, s.tasks[i].finish)
+	}
+	s.now = end
+	usages := make([]rounds.Usage, 0, len(s.tasks))
+	running := s.plans[s.cur].Assignments
+	completed := false
+	for i := range s.tasks {
+		tk := &s.tasks[i]
+		a := &running[tk.assign]
+		exec := tk.finish - s.roundAt
+		usages = append(usages, rounds.Usage{Key: a.Key, Type: a.Type, Seconds: exec})
+		sf := float64(tk.jobs[0].spec.ScaleFactor)
+		s.res.busy[tk.typ] += exec * sf
+		if price, ok := s.cfg.Costs[a.Type]; ok {
+			s.res.Cost += exec * sf * price / 3600
+		}
+		for m, j := range tk.jobs {
+			if j == nil {
+				continue
+			}
+			j.perType[tk.typ] += exec
+			j.remaining -= tk.steps[m]
+			if j.remaining <= 0 {
+				j.remaining = 0
+				j.finish = tk.finish
+				s.complete(j)
+				completed = true
+			}
+		}
+	}
+	s.tasks = s.tasks[:0]
+	if err := s.mech.Record(usages); err != nil {
+		return err
+	}
+	if completed {
+		s.dropFinished()
+	}
+	return nil
+}
+
+// complete marks j finished and removes it from the mechanism.
+func (s *simulator) complete(j *job) {
+	j.done = true
+	s.accrueIsolated(j, 0)
+	if s.measuring(j.id) {
+		s.measured++
+	}
+	delete(s.byKey, j.key)
+	// Errors cannot happen: the job was added and not yet removed.
+	_ = s.mech.RemoveJob(j.key, s.now)
+}
+
+// dropFinished compacts the active and pair lists after completions.
+func (s *simulator) dropFinished() {
+	kept := s.active[:0]
+	for _, j := range s.active {
+		if !j.done {
+			kept = append(kept, j)
+		}
+	}
+	clear(s.active[len(kept):])
+	s.active = kept
+	if s.packing {
+		pk := s.pairs[:0]
+		for _, p := range s.pairs {
+			if !p.a.done && !p.b.done {
+				pk = append(pk, p)
+			}
+		}
+		clear(s.pairs[len(pk):])
+		s.pairs = pk
+	}
+}
+
+// accrueIsolated adds to j's isolated time the steps done since the last
+// mark at the isolated rate of that period; n is the number of jobs that
+// sets the rate when none was known yet (0: the current active count).
+func (s *simulator) accrueIsolated(j *job, n int) {
+	done := j.isoMark - j.remaining
+	if done <= 0 {
+		return
+	}
+	rate := j.isoRate
+	if rate <= 0 {
+		if n == 0 {
+			n = len(s.active)
+		}
+		rate = s.isolatedRate(j, n)
+	}
+	if rate > 0 {
+		j.isoTime += done / rate
+	}
+	j.isoMark = j.remaining
+}
+
+// isolatedRate is j's throughput on its 1/n share of the cluster
+// (policy.IsolatedThroughput with n jobs).
+func (s *simulator) isolatedRate(j *job, n int) float64 {
+	p := policy.Problem{GPUs: s.cfg.GPUs, Jobs: make([]policy.Job, max(n, 1))}
+	pj := policy.Job{Throughputs: j.tputs, ScaleFactor: j.spec.ScaleFactor}
+	return policy.IsolatedThroughput(&p, &pj)
+}
+
+// scheduleRound recomputes the allocation if due (or forced) and plans the
+// next round at s.now.
+func (s *simulator) scheduleRound(forceReset bool) error {
+	if len(s.active) == 0 {
+		return nil
+	}
+	if forceReset || s.mech.NeedsReset(s.now) {
+		if err := s.reset(); err != nil {
+			return err
+		}
+	}
+	next := 1 - s.cur
+	if err := s.mech.PlanInto(&s.plans[next], s.now, s.plans[s.cur].Assignments); err != nil {
+		return err
+	}
+	s.cur = next
+	s.roundAt = s.now
+	plan := &s.plans[s.cur]
+	s.res.Rounds++
+	for i := range plan.Decisions {
+		d := &plan.Decisions[i]
+		switch d.Action {
+		case rounds.Keep:
+			s.res.LeaseExtensions++
+		case rounds.Preempt:
+			s.res.Preemptions++
+		}
+	}
+	for i := range plan.Assignments {
+		if err := s.startTask(plan, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startTask turns assignment i of plan into a micro-task: each member runs
+// min(int(rate·round), remaining) steps (less the restart overhead).
+func (s *simulator) startTask(plan *rounds.Plan, i int) error {
+	a := &plan.Assignments[i]
+	typ, ok := s.typeIdx[a.Type]
+	if !ok {
+		return fmt.Errorf("plan puts %s on unknown type %q", a.Key, a.Type)
+	}
+	tk := task{assign: i, typ: typ, finish: s.now}
+	var p *pair
+	if len(a.Jobs) == 2 {
+		p = s.findPair(a.Key)
+		if p == nil {
+			return fmt.Errorf("plan runs unknown pair %q", a.Key)
+		}
+	}
+	for m, key := range a.Jobs {
+		j := s.byKey[key]
+		if j == nil {
+			return fmt.Errorf("plan runs unknown job %q", key)
+		}
+		rate := j.rates[typ]
+		if p != nil {
+			rate = p.tputs[a.Type][m]
+		}
+		if rate <= 0 {
+			return fmt.Errorf("plan runs %s on %s where its rate is 0", key, a.Type)
+		}
+		overhead := 0.0
+		if !a.Extended && j.everRan {
+			overhead = s.cfg.PreemptionOverhead
+		}
+		steps := math.Trunc(rate * (s.cfg.RoundSeconds - overhead))
+		if steps <= 0 {
+			// A rate below one step per round would never progress.
+			steps = rate * (s.cfg.RoundSeconds - overhead)
+		}
+		steps = math.Min(steps, j.remaining)
+		if !j.everRan {
+			j.everRan = true
+			j.start = s.now
+		}
+		tk.jobs[m] = j
+		tk.steps[m] = steps
+		tk.finish = math.Max(tk.finish, s.now+overhead+steps/rate)
+	}
+	s.tasks = append(s.tasks, tk)
+	return nil
+}
+
+func (s *simulator) findPair(key string) *pair {
+	for _, p := range s.pairs {
+		if p.key == key {
+			return p
+		}
+	}
+	return nil
+}
+
+// reset builds the policy problem from the jobs in the system, solves it
+// and installs the allocation.
+func (s *simulator) reset() error {
+	n := len(s.active)
+	prob := &policy.Problem{GPUs: s.cfg.GPUs, Costs: s.cfg.Costs, Jobs: make([]policy.Job, n)}
+	for i, j := range s.active {
+		s.accrueIsolated(j, n)
+		slo := 0.0
+		if j.spec.SLO > 0 {
+			// A deadline already missed cannot be met; ask for the
+			// fastest finish instead of passing a negative deadline.
+			slo = math.Max(j.spec.Arrival+j.spec.SLO-s.now, 1)
+		}
+		prob.Jobs[i] = policy.Job{
+			ID:             j.key,
+			Throughputs:    j.tputs,
+			ScaleFactor:    j.spec.ScaleFactor,
+			Weight:         j.spec.Priority,
+			StepsRemaining: j.remaining,
+			TimeSinceStart: s.now - j.spec.Arrival,
+			IsolatedTime:   j.isoTime,
+			Arrival:        j.spec.Arrival,
+			SLO:            slo,
+		}
+	}
+	for i, j := range s.active {
+		j.isoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+	}
+	if s.packing {
+		prob.Pairs = make([]policy.Pair, len(s.pairs))
+		for i, p := range s.pairs {
+			prob.Pairs[i] = policy.Pair{Jobs: [2]string{p.a.key, p.b.key}, Throughputs: p.tputs}
+		}
+	}
+	var t0 time.Time
+	if s.cfg.Clock != nil {
+		t0 = s.cfg.Clock()
+	}
+	alloc, err := s.pol.Allocate(prob)
+	if s.cfg.Clock != nil {
+		s.res.SolverSeconds += s.cfg.Clock().Sub(t0).Seconds()
+	}
+	if err != nil {
+		return fmt.Errorf("allocation for %d jobs: %w", n, err)
+	}
+	if alloc == nil {
+		return errors.New("policy returned no allocation")
+	}
+	s.res.Allocations++
+	return s.mech.SetAllocation(alloc, s.now)
+}
