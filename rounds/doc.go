@@ -51,7 +51,9 @@
 //
 // plan.Assignments (one per job or pair that runs, with its slots and
 // whether the lease was extended) is what runs next round; pass it back as
-// running to the next Plan. Entries of jobs removed in between are ignored.
+// running to the next Plan. Entries of jobs removed in between are ignored;
+// GPUs that left the cluster (SetCluster) cannot be kept, so their job
+// restarts wherever it is selected. A GPU held twice is an error.
 // A simulator can alternate two Plan values with PlanInto to avoid
 // allocating per round.
 //

@@ -706,14 +706,6 @@ func TestBadInput(t *testing.T) {
 		{"nil allocation", func(m *Mechanism) error { return m.SetAllocation(nil, 0) }, "nil allocation"},
 		{"usage on unknown type", func(m *Mechanism) error { return m.Record([]Usage{{Key: "a", Type: "h100", Seconds: 1}}) }, "unknown GPU type"},
 		{"negative usage", func(m *Mechanism) error { return m.Record([]Usage{{Key: "a", Type: "v100", Seconds: -1}}) }, "-1 seconds"},
-		{"running on unknown server", func(m *Mechanism) error {
-			_, err := m.Plan(0, []Assignment{{Key: "a", Type: "v100", Slots: []Slot{{"nope", 0}}}})
-			return err
-		}, "unknown server"},
-		{"running on a missing GPU", func(m *Mechanism) error {
-			_, err := m.Plan(0, []Assignment{{Key: "a", Type: "v100", Slots: []Slot{{"v100-0", 5}}}})
-			return err
-		}, "no GPU 5"},
 		{"one GPU held twice", func(m *Mechanism) error {
 			_, err := m.Plan(0, []Assignment{
 				{Key: "a", Type: "v100", Slots: []Slot{{"v100-0", 0}}},
@@ -721,10 +713,13 @@ func TestBadInput(t *testing.T) {
 			})
 			return err
 		}, "held twice"},
-		{"running type differs from the server's", func(m *Mechanism) error {
-			_, err := m.Plan(0, []Assignment{{Key: "a", Type: "k80", Slots: []Slot{{"v100-0", 0}}}})
+		{"job listed twice", func(m *Mechanism) error {
+			_, err := m.Plan(0, []Assignment{
+				{Key: "a", Type: "v100", Slots: []Slot{{"v100-0", 0}}},
+				{Key: "a", Type: "v100", Slots: []Slot{{"v100-0", 1}}},
+			})
 			return err
-		}, "has v100 GPUs"},
+		}, "listed twice"},
 		{"server without GPUs", func(m *Mechanism) error {
 			return m.SetCluster(Cluster{Servers: []Server{{ID: "x", Type: "v100"}}}, 0)
 		}, "0 GPUs"},
@@ -800,5 +795,35 @@ func TestClusterChangeKeepsState(t *testing.T) {
 	}
 	if got := m.Types(); !slices.Equal(got, []string{"k80", "v100"}) {
 		t.Errorf("types %v", got)
+	}
+}
+
+// GPUs that left the cluster cannot be kept: their job restarts elsewhere
+// when selected, and the plan does not fail.
+func TestRunningOnVanishedGPUs(t *testing.T) {
+	cases := []struct {
+		name    string
+		running Assignment
+	}{
+		{"server removed", Assignment{Key: "a", Jobs: []string{"a"}, Type: "v100", Slots: []Slot{{"gone", 0}}}},
+		{"server shrank", Assignment{Key: "a", Jobs: []string{"a"}, Type: "v100", Slots: []Slot{{"v100-0", 7}}}},
+		{"server changed type", Assignment{Key: "a", Jobs: []string{"a"}, Type: "p100", Slots: []Slot{{"v100-0", 0}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := mustNew(t, cluster(servers("v100", 1, 2)), DefaultOptions())
+			mustAdd(t, m, Job{ID: "a", ScaleFactor: 1, Throughputs: everywhere("v100")})
+			if err := m.SetAllocation(allocation([]string{"v100"}, []string{"a"}, map[string][]float64{"a": {1}}), 0); err != nil {
+				t.Fatal(err)
+			}
+			p, err := m.Plan(0, []Assignment{tc.running})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := p.Find("a")
+			if d.Action != Preempt || !d.Starts() || d.Type != "v100" || len(d.Slots) != 1 || d.Slots[0].Server != "v100-0" {
+				t.Errorf("got %v on %v (%s), want a restart on v100-0", d.Action, d.Slots, d.Reason)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ type scratch struct {
 	jobPrev    []int32  // per job slot: combination slot that held it, or -1
 	jobNew     []int32  // per job slot: combination selected with it, or -1
 	held       []bool   // per combination slot: selected but held (no allocation)
+	gone       []bool   // per combination slot: some of its running GPUs left the cluster
 
 	chosen    []int32 // selected combinations in selection order
 	toPlace   []int32
@@ -153,12 +154,13 @@ func (m *Mechanism) prepareScratch() {
 	s.jobPrev = grow(s.jobPrev, n)
 	s.jobNew = grow(s.jobNew, n)
 	s.held = grow(s.held, n)
+	s.gone = grow(s.gone, n)
 	s.slotStart = grow(s.slotStart, n)
 	s.slotLen = grow(s.slotLen, n)
 	s.extended = grow(s.extended, n)
 	for i := range n {
 		s.chosenType[i], s.prev[i], s.jobPrev[i], s.jobNew[i] = -1, -1, -1, -1
-		s.held[i], s.extended[i] = false, false
+		s.held[i], s.extended[i], s.gone[i] = false, false, false
 		s.slotLen[i] = 0
 	}
 	s.free = grow(s.free, nt)
@@ -174,24 +176,21 @@ func (m *Mechanism) prepareScratch() {
 	}
 }
 
-// readRunning validates what runs now and links it to combinations. GPU
-// marks made here only detect double use and are cleared afterwards.
+// readRunning links what runs now to combinations. Slots on servers that
+// left the cluster (or GPUs beyond a shrunken server) are gone: their
+// holder cannot keep them and restarts wherever it is selected. A GPU
+// claimed twice is an error. GPU marks made here are cleared afterwards.
 func (m *Mechanism) readRunning(running []Assignment) error {
 	s := &m.scratch
 	defer clear(s.gpuUsed)
 	for i := range running {
 		a := &running[i]
+		gone := false
 		for _, slot := range a.Slots {
 			srv, ok := m.serverIndex[slot.Server]
-			if !ok {
-				return fmt.Errorf("rounds: running %q: unknown server %q", a.Key, slot.Server)
-			}
-			if a.Type != m.servers[srv].Type {
-				return fmt.Errorf("rounds: running %q on %s: server %q has %s GPUs",
-					a.Key, a.Type, slot.Server, m.servers[srv].Type)
-			}
-			if slot.GPU < 0 || slot.GPU >= m.servers[srv].GPUs {
-				return fmt.Errorf("rounds: running %q: server %q has no GPU %d", a.Key, slot.Server, slot.GPU)
+			if !ok || slot.GPU < 0 || slot.GPU >= m.servers[srv].GPUs || m.servers[srv].Type != a.Type {
+				gone = true
+				continue
 			}
 			g := m.gpuBase[srv] + int32(slot.GPU)
 			if s.gpuUsed[g] {
@@ -207,6 +206,7 @@ func (m *Mechanism) readRunning(running []Assignment) error {
 			return fmt.Errorf("rounds: %q listed twice as running", a.Key)
 		}
 		s.prev[c] = int32(i)
+		s.gone[c] = gone || len(a.Slots) == 0
 		cb := &m.combos[c]
 		for _, j := range cb.members {
 			if j < 0 {
@@ -370,7 +370,7 @@ func (m *Mechanism) place(p *Plan, running []Assignment) {
 			continue
 		}
 		t := s.chosenType[c]
-		if r := s.prev[c]; r >= 0 && running[r].Type == m.types[t] && m.canKeep(running[r].Slots) {
+		if r := s.prev[c]; r >= 0 && !s.gone[c] && running[r].Type == m.types[t] && m.canKeep(running[r].Slots) {
 			start := len(p.slotBuf)
 			for _, slot := range running[r].Slots {
 				srv := m.serverIndex[slot.Server]
