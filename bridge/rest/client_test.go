@@ -1,0 +1,377 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	api "github.com/SlinkyProject/slurm-client/api/v0042"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+var testNow = time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+func u32(n int32) *api.V0042Uint32NoValStruct {
+	return &api.V0042Uint32NoValStruct{Set: ptr(true), Number: ptr(n)}
+}
+
+func u64(n int64) *api.V0042Uint64NoValStruct {
+	return &api.V0042Uint64NoValStruct{Set: ptr(true), Number: ptr(n)}
+}
+
+// fixtureNodes and fixtureJobs are shaped like the replies of a Slurm 24.11
+// with fake typed GPUs; the generated types make the JSON.
+func fixtureNodes() api.V0042OpenapiNodesResp {
+	node := func(name, gres, used string, state ...api.V0042NodeState) api.V0042Node {
+		return api.V0042Node{
+			Name: ptr(name), Gres: ptr(gres), GresUsed: ptr(used),
+			Partitions: &api.V0042CsvString{"gpu"}, Features: &api.V0042CsvString{strings.Split(gres, ":")[1]},
+			State: &state,
+		}
+	}
+	return api.V0042OpenapiNodesResp{Nodes: api.V0042Nodes{
+		node("v100-1", "gpu:v100:4(S:0)", "gpu:v100:2(IDX:0-1)", "MIXED"),
+		node("k80-1", "gpu:k80:4", "gpu:k80:0(IDX:N/A)", "IDLE"),
+		{Name: ptr("cpu-1"), Partitions: &api.V0042CsvString{"cpu"}, State: &[]api.V0042NodeState{"IDLE"}},
+	}}
+}
+
+func fixtureJobs() api.V0042OpenapiJobInfoResp {
+	running := api.V0042JobInfo{
+		JobId: ptr(int32(7)), UserName: ptr("ana"), Name: ptr("train"), Partition: ptr("gpu"),
+		JobState: &[]api.V0042JobInfoJobState{"RUNNING"}, StateReason: ptr("None"),
+		TresPerNode: ptr("gres/gpu:2"), NodeCount: u32(1), Priority: u32(500), Hold: ptr(false),
+		RestartCnt: ptr(int32(1)), SubmitTime: u64(testNow.Unix() - 600), StartTime: u64(testNow.Unix() - 60),
+		Comment:    ptr(`gavel: model=resnet50-bs64 steps=1M`),
+		GresDetail: &api.V0042JobInfoGresDetail{"gpu:v100:2(IDX:0-1)"},
+		JobResources: &api.V0042JobRes{Nodes: &struct {
+			Allocation *api.V0042JobResNodes             `json:"allocation,omitempty"`
+			Count      *int32                            `json:"count,omitempty"`
+			List       *string                           `json:"list,omitempty"`
+			SelectType *[]api.V0042JobResNodesSelectType `json:"select_type,omitempty"`
+			Whole      *bool                             `json:"whole,omitempty"`
+		}{Allocation: &api.V0042JobResNodes{{Name: "v100-1"}}}},
+	}
+	pending := api.V0042JobInfo{
+		JobId: ptr(int32(9)), UserName: ptr("bo"), Partition: ptr("gpu,cpu"),
+		JobState: &[]api.V0042JobInfoJobState{"PENDING"}, StateReason: ptr("JobHeldUser"),
+		TresPerJob: ptr("gres/gpu:k80:4"), Priority: u32(0), Hold: ptr(true), Features: ptr("k80"),
+		Comment: ptr("no tag here"),
+	}
+	other := api.V0042JobInfo{
+		JobId: ptr(int32(11)), Partition: ptr("cpu"), JobState: &[]api.V0042JobInfoJobState{"PENDING"},
+	}
+	return api.V0042OpenapiJobInfoResp{Jobs: api.V0042JobInfoMsg{running, pending, other}}
+}
+
+// fakeRestd is a slurmrestd stand-in serving v0.0.42 only.
+type fakeRestd struct {
+	t        *testing.T
+	mu       sync.Mutex
+	requests []string
+	tokens   []string
+	bodies   []string
+	handler  func(w http.ResponseWriter, r *http.Request) bool // true when it answered
+}
+
+func (f *fakeRestd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	// The generated clients end some paths with '/'; slurmrestd accepts both.
+	r.URL.Path = strings.TrimSuffix(r.URL.Path, "/")
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI())
+	f.tokens = append(f.tokens, r.Header.Get("X-SLURM-USER-TOKEN"))
+	f.bodies = append(f.bodies, string(body))
+	f.mu.Unlock()
+	if f.handler != nil && f.handler(w, r) {
+		return
+	}
+	reply := func(v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	switch {
+	case !strings.HasPrefix(r.URL.Path, "/slurm/v0.0.42/"):
+		http.NotFound(w, r)
+	case r.URL.Path == "/slurm/v0.0.42/ping":
+		reply(api.V0042OpenapiPingArrayResp{})
+	case r.URL.Path == "/slurm/v0.0.42/nodes":
+		reply(fixtureNodes())
+	case r.URL.Path == "/slurm/v0.0.42/jobs":
+		reply(fixtureJobs())
+	case strings.HasPrefix(r.URL.Path, "/slurm/v0.0.42/job/"):
+		reply(api.V0042OpenapiJobPostResponse{})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func newTestClient(t *testing.T, f *fakeRestd, mutate ...func(*Config)) (*Client, string) {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	tokenPath := filepath.Join(t.TempDir(), "jwt")
+	if err := os.WriteFile(tokenPath, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		URL: srv.URL, UserName: "root", TokenFile: tokenPath, Partitions: []string{"gpu"},
+		Timeout: 2 * time.Second, Now: func() time.Time { return testNow },
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, tokenPath
+}
+
+func TestSnapshotConvertsReplies(t *testing.T) {
+	f := &fakeRestd{t: t}
+	c, _ := newTestClient(t, f)
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.APIVersion != "v0.0.42" {
+		t.Fatalf("negotiated %s", snap.APIVersion)
+	}
+	// The server offers v0.0.42 only: newer versions are probed and skipped.
+	if f.requests[0] != "GET /slurm/v0.0.44/ping" || f.requests[2] != "GET /slurm/v0.0.42/ping" {
+		t.Fatalf("negotiation requests %v", f.requests)
+	}
+	if len(snap.Nodes) != 2 {
+		t.Fatalf("nodes of partition gpu: %+v", snap.Nodes)
+	}
+	v100, _ := snap.Node("v100-1")
+	if v100.GPUType != "v100" || v100.GPUs != 4 || v100.GPUsUsed != 2 || v100.State[0] != "MIXED" {
+		t.Fatalf("v100-1 = %+v", v100)
+	}
+	if len(snap.Jobs) != 2 {
+		t.Fatalf("jobs of partition gpu: %+v", snap.Jobs)
+	}
+	run, _ := snap.Job(7)
+	wantRun := bridge.Job{
+		ID: 7, User: "ana", Name: "train", Partition: "gpu", State: bridge.JobRunning, StateFlags: []string{},
+		Reason: "None", GPUs: 2, GPUsPerNode: 2, Nodes: 1, RunningGPUType: "v100", RunningNodes: []string{"v100-1"},
+		Restarts: 1, Priority: 500, SubmitTime: testNow.Add(-10 * time.Minute), StartTime: testNow.Add(-time.Minute),
+		Comment: "gavel: model=resnet50-bs64 steps=1M", Tag: bridge.Tag{Model: "resnet50-bs64", Steps: 1000000},
+	}
+	if run.ID != wantRun.ID || run.User != wantRun.User || run.State != wantRun.State || run.GPUs != wantRun.GPUs ||
+		run.RunningGPUType != wantRun.RunningGPUType || strings.Join(run.RunningNodes, ",") != "v100-1" ||
+		run.Restarts != 1 || run.Priority != 500 || !run.SubmitTime.Equal(wantRun.SubmitTime) ||
+		!run.StartTime.Equal(wantRun.StartTime) || run.Tag != wantRun.Tag || !run.Managed() {
+		t.Fatalf("running job\n got %+v\nwant %+v", run, wantRun)
+	}
+	pend, _ := snap.Job(9)
+	if pend.GPUs != 4 || pend.RequestedGPUType != "k80" || !pend.Held || pend.Constraints != "k80" ||
+		pend.Managed() || !errors.Is(pend.TagErr, bridge.ErrNoTag) || pend.RunningGPUType != "" {
+		t.Fatalf("pending job %+v", pend)
+	}
+}
+
+func TestVersionRestrictionAndNoCommonVersion(t *testing.T) {
+	f := &fakeRestd{t: t}
+	c, _ := newTestClient(t, f, func(cfg *Config) { cfg.Versions = []string{"v0.0.41"} })
+	_, err := c.Snapshot(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "serves none of v0.0.41") {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := New(Config{URL: "http://x", UserName: "u", TokenFile: "f", Versions: []string{"v0.0.39"}}); err == nil {
+		t.Fatal("an unsupported version was accepted")
+	}
+}
+
+func TestSnapshotRejectsBadReplies(t *testing.T) {
+	jobsReply := func(status int, body string) func(w http.ResponseWriter, r *http.Request) bool {
+		return func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path != "/slurm/v0.0.42/jobs" {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+			return true
+		}
+	}
+	tests := map[string]struct {
+		handler func(w http.ResponseWriter, r *http.Request) bool
+		wantErr string
+	}{
+		"errors on 200": {jobsReply(200, `{"jobs":[],"errors":[{"error":"Unable to query jobs","error_number":2017}]}`),
+			"Unable to query jobs [slurm error 2017]"},
+		"errors on 500": {jobsReply(500, `{"errors":[{"description":"slurmctld down","error":"Unable to contact slurm controller"}]}`),
+			"replied 500"},
+		"not json":       {jobsReply(200, `<html>`), "read jobs"},
+		"truncated json": {jobsReply(200, `{"jobs":[{"job_id":`), "read jobs"},
+		"job without state": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu"}]}`),
+			"job 5: no state"},
+		"duplicate jobs": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu","job_state":["PENDING"]},{"job_id":5,"partition":"gpu","job_state":["PENDING"]}]}`),
+			"listed twice"},
+		"bad gres": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu","job_state":["PENDING"],"tres_per_node":"gres/gpu:2(("}]}`),
+			"tres_per_node"},
+		"job id 0": {jobsReply(200, `{"jobs":[{"job_id":0,"partition":"gpu","job_state":["PENDING"]}]}`),
+			"job with id 0"},
+		"plain 502": {func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path != "/slurm/v0.0.42/jobs" {
+				return false
+			}
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return true
+		}, "replied 502"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, _ := newTestClient(t, &fakeRestd{t: t, handler: tc.handler})
+			snap, err := c.Snapshot(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Snapshot() = %v, %v; want error containing %q", snap, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestTokenRotationAndSecrecy(t *testing.T) {
+	f := &fakeRestd{t: t}
+	c, tokenPath := newTestClient(t, f)
+	ctx := context.Background()
+	if _, err := c.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A rotated token has a new size or time; make sure both differ.
+	if err := os.WriteFile(tokenPath, []byte("SLURM_JWT=second-token-longer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(tokenPath, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last := f.tokens[len(f.tokens)-1]
+	if f.tokens[0] != "first-token" || last != "second-token-longer" {
+		t.Fatalf("tokens sent: first %q, last %q", f.tokens[0], last)
+	}
+	if err := os.WriteFile(tokenPath, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Snapshot(ctx)
+	if err == nil || !strings.Contains(err.Error(), "is empty") || strings.Contains(err.Error(), "second-token") {
+		t.Fatalf("empty token file: %v", err)
+	}
+}
+
+func TestApplySendsUpdates(t *testing.T) {
+	tests := map[string]struct {
+		action   bridge.Action
+		wantReq  string
+		wantBody string // JSON fragment
+	}{
+		"priority":    {bridge.Action{Kind: bridge.ActSetPriority, Job: 7, Priority: 900}, "POST /slurm/v0.0.42/job/7", `"priority":{"number":900,"set":true}`},
+		"hold":        {bridge.Action{Kind: bridge.ActHold, Job: 7}, "POST /slurm/v0.0.42/job/7", `"hold":true`},
+		"release":     {bridge.Action{Kind: bridge.ActRelease, Job: 7}, "POST /slurm/v0.0.42/job/7", `"hold":false`},
+		"constraints": {bridge.Action{Kind: bridge.ActSetConstraints, Job: 9, Constraints: "k80"}, "POST /slurm/v0.0.42/job/9", `"constraints":"k80"`},
+		"begin now":   {bridge.Action{Kind: bridge.ActBeginNow, Job: 9}, "POST /slurm/v0.0.42/job/9", `"begin_time":{"number":1748772000,"set":true}`},
+		"signal":      {bridge.Action{Kind: bridge.ActSignal, Job: 7, Signal: "SIGUSR1"}, "DELETE /slurm/v0.0.42/job/7?flags=FULL_JOB&signal=10", ``},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeRestd{t: t}
+			c, _ := newTestClient(t, f)
+			if err := c.Apply(context.Background(), tc.action); err != nil {
+				t.Fatal(err)
+			}
+			last := len(f.requests) - 1
+			if f.requests[last] != tc.wantReq {
+				t.Fatalf("request %q, want %q", f.requests[last], tc.wantReq)
+			}
+			if !strings.Contains(f.bodies[last], tc.wantBody) {
+				t.Fatalf("body %s, want it to contain %s", f.bodies[last], tc.wantBody)
+			}
+		})
+	}
+}
+
+func TestApplyReportsSlurmErrors(t *testing.T) {
+	refuse := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"errors":[{"error":"Job is no longer pending execution","error_number":2017}]}`)
+		return true
+	}
+	c, _ := newTestClient(t, &fakeRestd{t: t, handler: refuse})
+	err := c.Apply(context.Background(), bridge.Action{Kind: bridge.ActSetConstraints, Job: 7, Constraints: "v100"})
+	if err == nil || !strings.Contains(err.Error(), `set-constraints job 7 (constraints="v100")`) ||
+		!strings.Contains(err.Error(), "no longer pending") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestApplyTimesOut(t *testing.T) {
+	stall := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost {
+			return false
+		}
+		<-r.Context().Done()
+		return true
+	}
+	c, _ := newTestClient(t, &fakeRestd{t: t, handler: stall}, func(cfg *Config) { cfg.Timeout = 200 * time.Millisecond })
+	start := time.Now()
+	err := c.Apply(context.Background(), bridge.Action{Kind: bridge.ActHold, Job: 3})
+	if err == nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("Apply returned %v after %v", err, time.Since(start))
+	}
+}
+
+func TestRequeueRunsScontrol(t *testing.T) {
+	tests := map[string]struct {
+		action   bridge.Action
+		fail     bool
+		wantArgs string
+		wantErr  string
+	}{
+		"requeue":      {bridge.Action{Kind: bridge.ActRequeue, Job: 12}, false, "/opt/scontrol requeue 12", ""},
+		"requeue hold": {bridge.Action{Kind: bridge.ActRequeueHold, Job: 12}, false, "/opt/scontrol requeuehold 12", ""},
+		"failure": {bridge.Action{Kind: bridge.ActRequeue, Job: 12}, true, "/opt/scontrol requeue 12",
+			"requeue job 12: /opt/scontrol requeue 12: exit status 1: Requested operation is presently disabled"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got string
+			c, _ := newTestClient(t, &fakeRestd{t: t}, func(cfg *Config) {
+				cfg.Scontrol = "/opt/scontrol"
+				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
+					got = strings.Join(append([]string{name}, args...), " ")
+					if tc.fail {
+						return []byte("Requested operation is presently disabled\n"), errors.New("exit status 1")
+					}
+					return nil, nil
+				}
+			})
+			err := c.Apply(context.Background(), tc.action)
+			if got != tc.wantArgs {
+				t.Fatalf("ran %q, want %q", got, tc.wantArgs)
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || err.Error() != tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
