@@ -197,3 +197,41 @@ func TestIntegrationUntaggedAndBadTags(t *testing.T) {
 		t.Fatalf("typed request read as %d x %q", j.GPUs, j.RequestedGPUType)
 	}
 }
+
+func TestIntegrationSignalReachesBatchScript(t *testing.T) {
+	c := integrationClient(t)
+	hostDir, jobDir := os.Getenv("SLURM_SHARED_DIR"), os.Getenv("SLURM_SHARED_DIR_IN_JOB")
+	if hostDir == "" || jobDir == "" {
+		t.Skip("SLURM_SHARED_DIR is not set: cannot see files that jobs write")
+	}
+	marker := "signal-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	script := "trap 'echo got > " + jobDir + "/" + marker + "' USR1; while true; do sleep 1; done"
+	sbatch := os.Getenv("SBATCH")
+	out, err := exec.Command(sbatch, "--parsable", "-p", partition(), "-t", "5", "-o", "/dev/null",
+		"--gres=gpu:1", "--comment=gavel: class=te", "--wrap", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v: %s", err, out)
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(strings.Split(string(out), ";")[0]), 10, 32)
+	if err != nil {
+		t.Fatalf("sbatch output %q", out)
+	}
+	id := bridge.JobID(n)
+	t.Cleanup(func() {
+		_ = exec.Command(os.Getenv("SCANCEL"), id.String()).Run()
+		_ = os.Remove(hostDir + "/" + marker)
+	})
+	waitJob(t, c, id, "running", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
+	time.Sleep(time.Second) // let the script install its trap
+	if err := c.Apply(context.Background(), bridge.Action{Kind: bridge.ActSignal, Job: id, Signal: "USR1"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(hostDir + "/" + marker); err == nil {
+			return
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatalf("the batch script of job %d never saw SIGUSR1", id)
+}
