@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestCostPoliciesByHand(t *testing.T) {
+	// Throughput per cost rate: a on v100 4/3, a on k80 1, b on v100 2/3,
+	// b on k80 1. The best ratio is a alone on the v100: 4 steps/s for
+	// 3/h, 4800 steps per cost unit; adding anything lowers it.
+	// With b's SLO of 600 s b needs 500/600 steps/s, cheapest on the k80:
+	// (4 + 5/6)·3600 / (3 + 5/6) = 29·3600/23 steps per cost unit.
+	tests := []struct {
+		name      string
+		sloB      float64
+		want      float64
+		wantA     map[string]float64
+		wantBOnK8 float64
+	}{
+		{"max_sum_throughput_normalized_by_cost_perf", 0, 4800, map[string]float64{"v100": 1, "k80": 0}, 0},
+		{"max_sum_throughput_normalized_by_cost_perf_SLOs", 600, 29 * 3600.0 / 23, map[string]float64{"v100": 1, "k80": 0}, 5.0 / 6},
+		{"max_sum_throughput_normalized_by_cost_packed_SLOs", 600, 29 * 3600.0 / 23, map[string]float64{"v100": 1, "k80": 0}, 5.0 / 6},
+	}
+	for _, tc := range tests {
+		p := obTwoJobs()
+		p.Jobs[1].SLO = tc.sloB
+		a := obAllocate(t, tc.name, p)
+		if math.Abs(a.Objective-tc.want) > 1e-6*tc.want {
+			t.Errorf("%s: objective %v, want %v", tc.name, a.Objective, tc.want)
+		}
+		m := a.Map()
+		for typ, want := range tc.wantA {
+			if math.Abs(m["a"][typ]-want) > 1e-6 {
+				t.Errorf("%s: a on %s %v, want %v", tc.name, typ, m["a"][typ], want)
+			}
+		}
+		if math.Abs(m["b"]["k80"]-tc.wantBOnK8) > 1e-6 {
+			t.Errorf("%s: b on k80 %v, want %v", tc.name, m["b"]["k80"], tc.wantBOnK8)
+		}
+	}
+}
+
+func TestCostPolicyUsesTheClusterAmongOptimalAllocations(t *testing.T) {
+	// Two identical jobs and two v100s: any amount of v100 time has the
+	// same ratio, and the second stage must fill both GPUs.
+	p := &Problem{GPUs: map[string]int{"v100": 2}, Costs: map[string]float64{"v100": 2}, Jobs: []Job{
+		{ID: "a", Throughputs: map[string]float64{"v100": 3}, ScaleFactor: 1, Weight: 1},
+		{ID: "b", Throughputs: map[string]float64{"v100": 3}, ScaleFactor: 1, Weight: 1},
+	}}
+	a := obAllocate(t, "max_sum_throughput_normalized_by_cost_perf", p)
+	m := a.Map()
+	if m["a"]["v100"] < 1-1e-6 || m["b"]["v100"] < 1-1e-6 {
+		t.Fatalf("allocation %v leaves GPUs idle", m)
+	}
+	if want := 3 * 3600.0 / 2; math.Abs(a.Objective-want) > 1e-6 {
+		t.Fatalf("objective %v, want %v", a.Objective, want)
+	}
+}
+
+func TestCostPoliciesReportMissingCostsAndImpossibleSLOs(t *testing.T) {
+	p := obTwoJobs()
+	delete(p.Costs, "k80")
+	pol, _ := New("max_sum_throughput_normalized_by_cost_perf", Options{})
+	if _, err := pol.Allocate(p); !errors.Is(err, ErrNoCosts) || !strings.Contains(err.Error(), `"k80"`) {
+		t.Errorf("missing cost: got %v", err)
+	}
+	p = obTwoJobs()
+	p.Jobs[1].SLO = 100 // 5 steps/s needed, 2 at best
+	pol, _ = New("max_sum_throughput_normalized_by_cost_perf_SLOs", Options{})
+	if _, err := pol.Allocate(p); !errors.Is(err, ErrInfeasible) || !strings.Contains(err.Error(), "job b: SLO") {
+		t.Errorf("impossible SLO: got %v", err)
+	}
+	p = obTwoJobs()
+	p.Jobs[0].SLO, p.Jobs[1].SLO = 1000.0/3.5, 500.0/1.5 // each alone fits, not both
+	if _, err := pol.Allocate(p); !errors.Is(err, ErrInfeasible) {
+		t.Errorf("jointly impossible SLOs: got %v", err)
+	}
+}
