@@ -57,6 +57,11 @@ type Config struct {
 	// [FirstMeasured, EndMeasured). The run continues until all of them
 	// finish. EndMeasured 0 measures every job and needs a finite workload.
 	FirstMeasured, EndMeasured int
+	// MaxActive stops the run with ErrSaturated once more jobs than this
+	// are in the system at once (0: no limit). Past saturation a
+	// continuous workload's queue grows without bound, so sweeps use it to
+	// cut such points short.
+	MaxActive int
 	// Costs is an optional price per GPU-hour of each type.
 	Costs map[string]float64
 	// Clock, when set, times the run and the solver; nil leaves the wall
@@ -77,6 +82,10 @@ func Defaults() (Config, error) {
 		MinResetInterval: rounds.DefaultMinResetInterval,
 	}, nil
 }
+
+// ErrSaturated reports a run stopped because Config.MaxActive jobs were
+// in the system at once.
+var ErrSaturated = errors.New("cluster saturated")
 
 // Source yields jobs in non-decreasing arrival order. *workload.Generator
 // is one; Jobs wraps a slice.
@@ -148,6 +157,8 @@ func (c *Config) validate() ([]string, error) {
 		return nil, fmt.Errorf("minimum reset interval %v s: must be >= 0", c.MinResetInterval)
 	case c.PreemptionOverhead < 0 || !finite(c.PreemptionOverhead) || c.PreemptionOverhead >= c.RoundSeconds:
 		return nil, fmt.Errorf("preemption overhead %v s: must be >= 0 and shorter than a round (%v s)", c.PreemptionOverhead, c.RoundSeconds)
+	case c.MaxActive < 0:
+		return nil, fmt.Errorf("maximum active jobs %d: must be >= 0", c.MaxActive)
 	case c.FirstMeasured < 0 || c.EndMeasured < 0:
 		return nil, fmt.Errorf("measurement window %d:%d: ids must be >= 0", c.FirstMeasured, c.EndMeasured)
 	case c.EndMeasured > 0 && c.EndMeasured <= c.FirstMeasured:

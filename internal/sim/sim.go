@@ -229,6 +229,9 @@ func (s *simulator) add(spec workload.Job) error {
 	}
 	s.all = append(s.all, j)
 	s.active = append(s.active, j)
+	if s.cfg.MaxActive > 0 && len(s.active) > s.cfg.MaxActive {
+		return fmt.Errorf("%d jobs in the system, more than the limit of %d: %w", len(s.active), s.cfg.MaxActive, ErrSaturated)
+	}
 	s.byKey[j.key] = j
 	if s.packing {
 		for _, o := range s.active[:len(s.active)-1] {

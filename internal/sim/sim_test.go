@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +277,8 @@ func TestRunErrors(t *testing.T) {
 		"unknown policy": {func() Config { c := base(); c.Policy = nil; c.PolicyName = "nope"; return c }, ok, "unknown policy"},
 		"cannot run":     {base, Jobs{mkjob("slow", 10, 0)}, "cannot run on any GPU type"},
 		"window too far": {func() Config { c := base(); c.FirstMeasured, c.EndMeasured = 0, 5; return c }, ok, "workload ended after 1 jobs"},
+		"saturated":      {func() Config { c := base(); c.MaxActive = 1; return c }, Jobs{mkjob("one", 1000, 0), mkjob("one", 10, 1)}, "cluster saturated"},
+		"bad max active": {func() Config { c := base(); c.MaxActive = -1; return c }, ok, "maximum active"},
 		"unsorted":       {base, Jobs{mkjob("one", 10, 50), mkjob("one", 10, 10)}, "arrivals must not decrease"},
 	}
 	for name, c := range cases {
@@ -303,6 +306,42 @@ func TestPercentile(t *testing.T) {
 	for _, c := range cases {
 		if got := percentile(c.xs, c.p); !near(got, c.want) {
 			t.Errorf("percentile(%v, %v) = %v, want %v", c.xs, c.p, got, c.want)
+		}
+	}
+}
+
+func TestSweepKeepsOrderAndReportsProgress(t *testing.T) {
+	var points []Point
+	for i := range 7 {
+		points = append(points, Point{Policy: "p", Rate: float64(i), Seed: int64(i % 2)})
+	}
+	var calls []int
+	out := Sweep(points, 3, func(p Point) (*Result, error) {
+		if p.Rate == 4 {
+			return nil, ErrSaturated
+		}
+		return &Result{AvgJCT: p.Rate * 10}, nil
+	}, func(done, total int) {
+		if total != 7 {
+			t.Errorf("progress total %d, want 7", total)
+		}
+		calls = append(calls, done)
+	})
+	if !slices.Equal(calls, []int{1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("progress calls %v", calls)
+	}
+	for i, o := range out {
+		if o.Point != points[i] {
+			t.Fatalf("outcome %d is for %+v, want %+v", i, o.Point, points[i])
+		}
+		if i == 4 {
+			if !o.Saturated() || o.Result != nil {
+				t.Errorf("point 4: saturated %v result %v", o.Saturated(), o.Result)
+			}
+			continue
+		}
+		if o.Err != nil || o.Result.AvgJCT != float64(i)*10 {
+			t.Errorf("point %d: %+v", i, o)
 		}
 	}
 }
