@@ -34,6 +34,7 @@ type ActionKind string
 const (
 	// ActSetPriority sets the job's priority to Action.Priority (pending or
 	// running jobs; an explicit priority stays until changed or released).
+	// Slurm refuses it for a held job: release first.
 	ActSetPriority ActionKind = "set-priority"
 	// ActHold holds a pending job.
 	ActHold ActionKind = "hold"

@@ -21,6 +21,10 @@ var ErrNotPending = errors.New("job is no longer pending execution")
 // ErrNotRunning is returned for signals and requeues of jobs that do not run.
 var ErrNotRunning = errors.New("job is not running")
 
+// ErrHeld mirrors Slurm's refusal (error 2042) to set the priority of a
+// held job.
+var ErrHeld = errors.New("job is in held state, pending scheduler release")
+
 // ErrNoJob is returned for an unknown job id.
 var ErrNoJob = errors.New("invalid job id specified")
 
@@ -244,7 +248,10 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 		if !pending && !running {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)
 		}
-		j.Priority, j.Held = int64(a.Priority), a.Priority == 0
+		if j.Held {
+			return fmt.Errorf("%s: %w", a, ErrHeld)
+		}
+		j.Priority = int64(a.Priority)
 	case bridge.ActHold:
 		if !pending {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)

@@ -149,3 +149,20 @@ func TestFailureInjection(t *testing.T) {
 		t.Fatalf("unknown job error %v", err)
 	}
 }
+
+func TestPriorityOfHeldJobRefused(t *testing.T) {
+	ctx := context.Background()
+	s, id := cluster(t)
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActHold, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetPriority, Job: id, Priority: 5}); !errors.Is(err, ErrHeld) {
+		t.Fatalf("priority of a held job: %v", err)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActRelease, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetPriority, Job: id, Priority: 5}); err != nil {
+		t.Fatalf("priority after release: %v", err)
+	}
+}

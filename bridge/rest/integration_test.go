@@ -235,3 +235,30 @@ func TestIntegrationSignalReachesBatchScript(t *testing.T) {
 	}
 	t.Fatalf("the batch script of job %d never saw SIGUSR1", id)
 }
+
+func TestIntegrationRepeatedActionsSucceed(t *testing.T) {
+	c := integrationClient(t)
+	ctx := context.Background()
+	id := submit(t, "--hold", "--gres=gpu:1", "--constraint=k80", "--comment=gavel: steps=1k")
+	waitJob(t, c, id, "visible", func(bridge.Job) bool { return true })
+	for _, a := range []bridge.Action{
+		{Kind: bridge.ActHold}, {Kind: bridge.ActHold},
+		{Kind: bridge.ActSetConstraints, Constraints: "p100"}, {Kind: bridge.ActSetConstraints, Constraints: "p100"},
+		{Kind: bridge.ActRelease}, {Kind: bridge.ActRelease},
+		{Kind: bridge.ActSetPriority, Priority: 10}, {Kind: bridge.ActSetPriority, Priority: 10},
+	} {
+		a.Job = id
+		if err := c.Apply(ctx, a); err != nil {
+			t.Errorf("repeating: %v", err)
+		}
+	}
+	// Slurm refuses a priority for a held job (error 2042): the daemon must
+	// release before it sets a priority.
+	if err := c.Apply(ctx, bridge.Action{Kind: bridge.ActHold, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Apply(ctx, bridge.Action{Kind: bridge.ActSetPriority, Job: id, Priority: 20})
+	if err == nil || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("priority of a held job: %v", err)
+	}
+}
