@@ -13,6 +13,16 @@
 //     skip a repeat. Kinds: set-priority, hold, release, set-constraints
 //     (pending jobs), begin-now, signal, requeue, requeue-hold.
 //
+// Facts about the actions, checked against Slurm 24.11 (see the
+// integration tests in bridge/rest):
+//
+//   - a held job refuses set-priority (Slurm error 2042): release first;
+//   - release resets the begin time a requeue sets, so after requeue-hold
+//     send set-constraints, release, then begin-now;
+//   - set-constraints fails on a running job ("no longer pending");
+//   - signal reaches the batch script and all steps;
+//   - hold, release and set-constraints may be repeated without error.
+//
 // Implementations: bridge/rest talks to slurmrestd (JWT, API version
 // negotiation, scontrol for requeue); bridge/fake is an in-memory Slurm with
 // failure injection for tests of the daemon's logic.
