@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const allocTestProblem = `{
+  "cluster": {"v100": 1, "k80": 1},
+  "jobs": [
+    {"id": "a", "throughputs": {"v100": 4, "k80": 1}, "steps_remaining": 1000},
+    {"id": "b", "throughputs": {"v100": 2, "k80": 1}, "steps_remaining": 500}
+  ]
+}`
+
+func allocTestFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "problem.json")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func allocTestRun(args []string, stdin string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := runAllocate(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestAllocateJSONOutput(t *testing.T) {
+	path := allocTestFile(t, allocTestProblem)
+	code, out, errOut := allocTestRun([]string{"--policy", "max_sum_throughput_perf", "--input", path, "--json"}, "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Policy     string
+		Objective  float64
+		Allocation map[string]map[string]float64
+		Stats      struct{ LPs int }
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	// a on the v100 (4 steps/s) and b on the k80 (1 step/s).
+	if got.Policy != "max_sum_throughput_perf" || got.Objective != 5 || got.Allocation["a"]["v100"] != 1 || got.Allocation["b"]["k80"] != 1 || got.Stats.LPs != 1 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestAllocateTableFromStdin(t *testing.T) {
+	code, out, errOut := allocTestRun([]string{"--policy", "min_total_duration_perf", "--input", "-"}, allocTestProblem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// The makespan is 2500/7 s with a at 0.6 v100 + 0.4 k80 (2.8 steps/s).
+	for _, want := range []string{"objective 357.143 (makespan, s)", "k80", "v100", "steps/s", "a  0.400  0.600    2.800"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestAllocateSampleAndList(t *testing.T) {
+	code, out, errOut := allocTestRun([]string{"--list-policies"}, "")
+	if code != 0 || !strings.Contains(out, "finish_time_fairness_perf\n") || !strings.Contains(out, "gandiva\n") {
+		t.Fatalf("exit %d, output %q, stderr %q", code, out, errOut)
+	}
+	for _, name := range []string{"finish_time_fairness_packed", "max_sum_throughput_normalized_by_cost_perf_SLOs", "fifo_packed"} {
+		code, out, errOut = allocTestRun([]string{"--sample", "--policy", name}, "")
+		if code != 0 || strings.Count(out, "\n") < 14 {
+			t.Errorf("%s on the sample: exit %d, stderr %q, output:\n%s", name, code, errOut, out)
+		}
+	}
+}
+
+func TestAllocateRejectsBadInput(t *testing.T) {
+	good := allocTestFile(t, allocTestProblem)
+	tests := []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+		want  string
+	}{
+		{"unknown policy", []string{"--policy", "nope", "--input", good}, "", 2, `unknown policy "nope"`},
+		{"no input", []string{"--policy", "isolated"}, "", 2, "no problem given"},
+		{"missing file", []string{"--input", filepath.Join(t.TempDir(), "none.json")}, "", 2, "no such file"},
+		{"malformed JSON", []string{"--policy", "isolated", "--input", "-"}, "{\"cluster\": {\"v100\": 1,}}", 2, "standard input: line 1, column 24"},
+		{"unknown type", []string{"--policy", "isolated", "--input", allocTestFile(t, `{"cluster": {"v100": 1}, "jobs": [{"id": "7", "throughputs": {"a100": 1}}]}`)}, "", 2, `jobs[0] (id "7"): throughputs: unknown GPU type "a100"`},
+		{"bad flag", []string{"--polcy", "isolated"}, "", 2, "flag provided but not defined"},
+		{"both sources", []string{"--sample", "--input", good}, "", 2, "exclusive"},
+		{"infeasible SLO", []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", allocTestFile(t,
+			`{"cluster": {"v100": 1}, "costs": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1}, "steps_remaining": 100, "slo": 10}]}`)}, "", 1, "job a: SLO"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := allocTestRun(tc.args, tc.stdin)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, errOut)
+			}
+			if !strings.Contains(errOut, tc.want) {
+				t.Errorf("stderr %q lacks %q", errOut, tc.want)
+			}
+			if strings.Count(errOut, "\n") != 1 {
+				t.Errorf("stderr is not one line: %q", errOut)
+			}
+		})
+	}
+}
