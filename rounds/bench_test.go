@@ -41,7 +41,7 @@ func benchMechanism(b *testing.B, jobs, gpusPerServer int) (*Mechanism, []Assign
 
 func BenchmarkPlan(b *testing.B) {
 	for _, tc := range []struct{ jobs, gpus int }{{1000, 1}, {2000, 1}, {2000, 4}} {
-		b.Run(fmt.Sprintf("jobs=%d/3x100servers/gpus=%d", tc.jobs, tc.gpus), func(b *testing.B) {
+		b.Run(fmt.Sprintf("jobs=%d,servers=3x100,gpus=%d", tc.jobs, tc.gpus), func(b *testing.B) {
 			m, running := benchMechanism(b, tc.jobs, tc.gpus)
 			plans := [2]Plan{}
 			// Alternate two plans so each round's running list is the

@@ -56,6 +56,7 @@ type Mechanism struct {
 	lastReset float64
 	everReset bool
 	pending   bool
+	events    uint32 // bit per Event noted since the last reset
 
 	scratch scratch
 }
@@ -378,7 +379,22 @@ func (m *Mechanism) release(c int32) {
 }
 
 // NoteEvent records a reason to recompute the allocation.
-func (m *Mechanism) NoteEvent(e Event) { m.pending = true }
+func (m *Mechanism) NoteEvent(e Event) {
+	m.pending = true
+	m.events |= 1 << e
+}
+
+// PendingEvents lists the kinds of events noted since the last reset, for
+// logs that say why an allocation is recomputed.
+func (m *Mechanism) PendingEvents() []Event {
+	var out []Event
+	for e := EventArrival; e <= EventOther; e++ {
+		if m.events&(1<<e) != 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // NeedsReset reports whether the caller should compute a new allocation
 // now and hand it to SetAllocation. It is true when ResetEveryRound is set,
@@ -483,6 +499,7 @@ func (m *Mechanism) foldAndReset(now float64) {
 	m.lastReset = now
 	m.everReset = true
 	m.pending = false
+	m.events = 0
 }
 
 // Record accounts for a round that ran: each usage adds its seconds to the

@@ -518,11 +518,17 @@ func TestArrivalAndCompletionAreEvents(t *testing.T) {
 	if err := m.SetAllocation(allocation([]string{"v100"}, []string{"a"}, map[string][]float64{"a": {1}}), 2020); err != nil {
 		t.Fatal(err)
 	}
+	if got := m.PendingEvents(); len(got) != 0 {
+		t.Errorf("events pending after a reset: %v", got)
+	}
 	if err := m.RemoveJob("a", 4000); err != nil {
 		t.Fatal(err)
 	}
 	if !m.NeedsReset(4000) {
 		t.Error("completion did not ask for a reset")
+	}
+	if got := m.PendingEvents(); !slices.Equal(got, []Event{EventCompletion}) {
+		t.Errorf("pending events %v, want [completion]", got)
 	}
 }
 
