@@ -16,6 +16,8 @@ require (
 	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mailru/easyjson v0.9.1 // indirect
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/mohae/deepcopy v0.0.0-20170929034955-c48cc78d4826 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/oapi-codegen/runtime v1.1.2 // indirect
@@ -30,9 +32,10 @@ require (
 )
 
 require (
-	github.com/BurntSushi/toml v1.4.0 // indirect
+	github.com/BurntSushi/toml v1.4.0
 	github.com/SlinkyProject/slurm-client v1.0.0
 	github.com/prometheus/client_golang v1.22.0
-	go.etcd.io/bbolt v1.3.11 // indirect
+	github.com/rs/zerolog v1.33.0
+	go.etcd.io/bbolt v1.3.11
 	golang.org/x/sys v0.37.0 // indirect
 )

@@ -101,9 +101,15 @@ type JobRecord struct {
 	Estimates map[string]Estimate `json:"estimates,omitempty"`
 	// LastDecision is the round mechanism's last decision for the job
 	// (run, extend, wait, preempt, ...) and Reason says why.
-	LastDecision string    `json:"last_decision,omitempty"`
-	Reason       string    `json:"reason,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	LastDecision string `json:"last_decision,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// GraceStart is when the preemption signal was sent to the running
+	// job (zero when it is not being preempted) and GraceTarget the type
+	// it restarts on; kept so a restart neither repeats the signal nor
+	// forgets the requeue.
+	GraceStart  time.Time `json:"grace_start,omitzero"`
+	GraceTarget string    `json:"grace_target,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // PutJobs writes the records in one transaction, replacing earlier ones.

@@ -1,0 +1,308 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+)
+
+// Clock is the daemon's time source; tests pass a fake one.
+type Clock interface {
+	Now() time.Time
+	// After fires once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// After is time.After.
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Deps are what the daemon shell drives.
+type Deps struct {
+	Core  *Core
+	Slurm bridge.Slurm
+	Store *store.Store
+	Board *api.Board
+	// Metrics may be nil.
+	Metrics *api.Metrics
+	Log     zerolog.Logger
+	Clock   Clock
+	// DryRun logs the actions instead of journaling and sending them.
+	DryRun bool
+}
+
+// Daemon is the I/O shell around Core.
+type Daemon struct {
+	Deps
+	// failedSnapshots counts consecutive rounds without a usable view.
+	failedSnapshots int
+}
+
+// journalRetention is how long finished journal entries are kept for
+// inspection.
+const journalRetention = 24 * time.Hour
+
+// unhealthyAfter is how many rounds in a row may go without a usable
+// snapshot before /healthz reports the daemon unhealthy.
+const unhealthyAfter = 3
+
+// New returns a daemon and restores the core from the store.
+func New(deps Deps) (*Daemon, error) {
+	if deps.Core == nil || deps.Slurm == nil || deps.Store == nil || deps.Board == nil || deps.Clock == nil {
+		return nil, errors.New("daemon: core, slurm, store, board and clock are required")
+	}
+	records, err := deps.Store.Jobs()
+	if err != nil {
+		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	var round uint64
+	if err := deps.Store.GetMeta("round", &round); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	deps.Core.Restore(records, round)
+	return &Daemon{Deps: deps}, nil
+}
+
+// Run runs rounds until ctx is done. Between rounds it wakes when a grace
+// period ends to requeue the preempted job without waiting a whole round.
+func (d *Daemon) Run(ctx context.Context) error {
+	for {
+		start := d.Clock.Now()
+		d.RunRound(ctx)
+		next := start.Add(d.Core.set.Round)
+		for {
+			wake := next
+			if g := d.Core.NextGraceEnd(); !g.IsZero() && g.Before(wake) {
+				wake = g
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-d.Clock.After(max(wake.Sub(d.Clock.Now()), 0)):
+			}
+			if !d.Clock.Now().Before(next) {
+				break
+			}
+			d.RunGraces(ctx)
+		}
+	}
+}
+
+// RoundReport is the figures of one round, as logged.
+type RoundReport struct {
+	Round         uint64
+	Jobs, Managed int
+	Actions       int
+	Failed        int
+	Reconciled    int
+	Solve         time.Duration
+	Duration      time.Duration
+	Skipped       string
+}
+
+// RunRound runs one round: snapshot, reconcile leftover intents, step the
+// core, journal and apply its actions, persist and publish.
+func (d *Daemon) RunRound(ctx context.Context) RoundReport {
+	start := d.Clock.Now()
+	snap, snapErr := d.Slurm.Snapshot(ctx)
+	var rep RoundReport
+
+	if snapErr == nil {
+		rep.Reconciled = d.reconcile(ctx, snap)
+	}
+	var solve time.Duration
+	solver := func(p *policy.Problem) (*policy.Allocation, error) {
+		t0 := d.Clock.Now()
+		a, err := d.Core.Solve(p)
+		solve = d.Clock.Now().Sub(t0)
+		return a, err
+	}
+	if snapErr != nil {
+		snap = nil
+	}
+	res := d.Core.Step(snap, start, solver)
+	if snapErr != nil {
+		res.Skipped, res.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
+		res.Status.Round.Skipped = res.Skipped
+	}
+	rep.Round, rep.Jobs, rep.Managed, rep.Skipped, rep.Solve = res.Round, res.Jobs, res.Managed, res.Skipped, solve
+
+	if res.Skipped == "" {
+		d.failedSnapshots = 0
+		rep.Actions, rep.Failed = d.apply(ctx, res.Round, res.Actions)
+		d.persist(res)
+	} else {
+		d.failedSnapshots++
+		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
+	}
+	if d.failedSnapshots >= unhealthyAfter {
+		d.Board.SetHealth(fmt.Errorf("%d rounds in a row without a usable Slurm view: %s", d.failedSnapshots, res.Skipped))
+	} else {
+		d.Board.SetHealth(nil)
+	}
+
+	rep.Duration = d.Clock.Now().Sub(start)
+	res.Status.Round.DurationSeconds = rep.Duration.Seconds()
+	res.Status.Round.SolveSeconds = solve.Seconds()
+	res.Status.Round.DryRun = d.DryRun
+	res.Status.Round.ActionsSent, res.Status.Round.ActionsFailed = rep.Actions-rep.Failed, rep.Failed
+	if res.Skipped != "" {
+		// Keep serving the last good allocation rather than an empty one.
+		res.Allocation = d.Board.Allocation()
+	}
+	d.Board.Publish(res.Status, res.Allocation)
+	if d.Metrics != nil {
+		if res.Skipped != "" {
+			d.Metrics.CountSkip(res.SkipCause)
+		} else {
+			d.Metrics.ObserveRound(rep.Duration, solve)
+		}
+		for i := 0; i < res.Preemptions; i++ {
+			d.Metrics.CountPreemption()
+		}
+		d.Metrics.ObserveStatus(res.Status)
+	}
+	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
+		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
+		Bool("solved", res.Solved).Float64("solve_ms", ms(solve)).Float64("round_ms", ms(rep.Duration)).
+		Bool("dry_run", d.DryRun).Str("skipped", rep.Skipped).Msg("round")
+	return rep
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// RunGraces requeues the jobs whose grace period ended, against a fresh
+// snapshot; nothing is sent when the snapshot fails.
+func (d *Daemon) RunGraces(ctx context.Context) {
+	snap, err := d.Slurm.Snapshot(ctx)
+	if err != nil {
+		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
+		return
+	}
+	actions := d.Core.Graces(snap, d.Clock.Now())
+	if len(actions) == 0 {
+		return
+	}
+	sent, failed := d.apply(ctx, d.Core.round, actions)
+	d.Log.Info().Uint64("round", d.Core.round).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
+}
+
+// apply journals each action, sends it and records the outcome. After a
+// failure the job's remaining actions this round are skipped: releasing a
+// job whose constraint change failed would start it on the wrong type.
+func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int) {
+	broken := map[bridge.JobID]bool{}
+	for _, a := range actions {
+		if broken[a.Job] {
+			continue
+		}
+		log := d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why)
+		if d.DryRun {
+			log.Bool("dry_run", true).Msg("action")
+			d.count(a, "dry_run")
+			sent++
+			continue
+		}
+		entry, err := d.Store.Intent(round, a.Job.String(), string(a.Kind), a, d.Clock.Now())
+		if err != nil {
+			// Without a journal entry a crash could lose or repeat the
+			// action: send nothing more this round.
+			d.Log.Error().Err(err).Msg("journal write failed, stopping this round's actions")
+			failed++
+			return sent + failed, failed
+		}
+		sent++
+		if err := d.Slurm.Apply(ctx, a.Action); err != nil {
+			failed++
+			broken[a.Job] = true
+			d.count(a, "failed")
+			d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
+			if err := d.Store.MarkFailed(entry.Seq, err.Error(), d.Clock.Now()); err != nil {
+				d.Log.Error().Err(err).Msg("journal update failed")
+			}
+			continue
+		}
+		d.count(a, "sent")
+		log.Msg("action")
+		if err := d.Store.MarkDone(entry.Seq, d.Clock.Now()); err != nil {
+			d.Log.Error().Err(err).Msg("journal update failed")
+		}
+	}
+	return sent, failed
+}
+
+func (d *Daemon) count(a Action, result string) {
+	if d.Metrics != nil {
+		d.Metrics.CountAction(string(a.Kind), result)
+	}
+}
+
+// reconcile settles the intents a crash left pending, against snap.
+func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
+	pending, err := d.Store.Pending()
+	if err != nil {
+		d.Log.Error().Err(err).Msg("read journal")
+		return 0
+	}
+	for _, r := range Reconcile(pending, snap) {
+		now := d.Clock.Now()
+		log := d.Log.Info().Uint64("seq", r.Entry.Seq).Str("action", r.Action.Action.String()).Str("verdict", string(r.Verdict)).Str("why", r.Why)
+		switch r.Verdict {
+		case VerdictDone:
+			err = d.Store.MarkDone(r.Entry.Seq, now)
+		case VerdictFail:
+			err = d.Store.MarkFailed(r.Entry.Seq, r.Why, now)
+		case VerdictResend:
+			if d.DryRun {
+				log.Bool("dry_run", true).Msg("reconcile")
+				continue
+			}
+			if err = d.Store.MarkResent(r.Entry.Seq, now); err != nil {
+				break
+			}
+			if sendErr := d.Slurm.Apply(ctx, r.Action.Action); sendErr != nil {
+				d.count(r.Action, "failed")
+				err = d.Store.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
+			} else {
+				d.count(r.Action, "sent")
+				err = d.Store.MarkDone(r.Entry.Seq, now)
+			}
+		}
+		if err != nil {
+			d.Log.Error().Err(err).Msg("journal update failed")
+		}
+		log.Msg("reconcile")
+	}
+	return len(pending)
+}
+
+// persist saves the round's job records and counters.
+func (d *Daemon) persist(res Result) {
+	if err := d.Store.PutJobs(res.Records); err != nil {
+		d.Log.Error().Err(err).Msg("persist jobs")
+	}
+	if len(res.Forget) > 0 {
+		if err := d.Store.DeleteJobs(res.Forget); err != nil {
+			d.Log.Error().Err(err).Msg("forget finished jobs")
+		}
+	}
+	if err := d.Store.PutMeta("round", res.Round); err != nil {
+		d.Log.Error().Err(err).Msg("persist round")
+	}
+	if _, err := d.Store.PruneJournal(d.Clock.Now().Add(-journalRetention)); err != nil {
+		d.Log.Error().Err(err).Msg("prune journal")
+	}
+}

@@ -1,0 +1,592 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+var epoch = time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// fakeClock advances only when told to; After fires at once and moves the
+// clock forward, so Run loops without sleeping.
+type fakeClock struct{ now time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.now }
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.now = c.now.Add(d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+type harness struct {
+	t      *testing.T
+	clock  *fakeClock
+	slurm  *fake.Slurm
+	store  *store.Store
+	board  *api.Board
+	reg    *prometheus.Registry
+	d      *Daemon
+	dryRun bool
+}
+
+func settings() Settings {
+	return Settings{
+		Policy: "max_min_fairness_perf", Partitions: []string{"gpu"}, Round: 20 * time.Second,
+		DefaultGrace: 5 * time.Second, GraceSignal: "USR1",
+	}
+}
+
+// newHarness builds a daemon over a fake Slurm with the given GPU nodes
+// ("name:type:count").
+func newHarness(t *testing.T, dir string, nodes ...string) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: &fakeClock{now: epoch}}
+	h.slurm = fake.New(func() time.Time { return h.clock.now })
+	for _, n := range nodes {
+		parts := strings.Split(n, ":")
+		count := map[string]int{"1": 1, "2": 2, "4": 4}[parts[2]]
+		h.slurm.AddNode(bridge.Node{Name: parts[0], GPUType: parts[1], GPUs: count, Partitions: []string{"gpu"}})
+	}
+	var err error
+	if h.store, err = store.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.store.Close() })
+	h.restart()
+	return h
+}
+
+// restart builds a fresh core and daemon over the same store and Slurm, as
+// a daemon restart would.
+func (h *harness) restart() {
+	h.t.Helper()
+	table, err := throughputs.Reference()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	core, err := NewCore(settings(), table)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.board = &api.Board{}
+	h.reg = prometheus.NewRegistry()
+	h.d, err = New(Deps{Core: core, Slurm: h.slurm, Store: h.store, Board: h.board,
+		Metrics: api.NewMetrics(h.reg), Log: zerolog.New(io.Discard), Clock: h.clock, DryRun: h.dryRun})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) submit(comment string, gpus int) bridge.JobID {
+	return h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: gpus, Comment: comment})
+}
+
+func (h *harness) job(id bridge.JobID) bridge.Job {
+	h.t.Helper()
+	snap, err := h.slurm.Snapshot(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	j, ok := snap.Job(id)
+	if !ok {
+		h.t.Fatalf("job %d missing", id)
+	}
+	return j
+}
+
+// startChosen starts every released pending job on a free node of the type
+// its constraint names, as slurmctld would.
+func (h *harness) startChosen() {
+	h.t.Helper()
+	snap, _ := h.slurm.Snapshot(context.Background())
+	for _, j := range snap.Jobs {
+		if j.State != bridge.JobPending || j.Held || j.Constraints == "" {
+			continue
+		}
+		s, _ := h.slurm.Snapshot(context.Background())
+		for _, n := range s.Nodes {
+			if n.GPUType == j.Constraints && n.GPUs-n.GPUsUsed >= j.GPUs {
+				if err := h.slurm.Start(j.ID, n.Name); err != nil {
+					h.t.Fatal(err)
+				}
+				break
+			}
+		}
+	}
+}
+
+func kinds(actions []bridge.Action, job bridge.JobID) []string {
+	var out []string
+	for _, a := range actions {
+		if a.Job == job {
+			out = append(out, string(a.Kind))
+		}
+	}
+	return out
+}
+
+const resnet = "gavel: model=resnet50-bs64 steps=100k"
+
+func TestFirstRoundChoosesTypesAndHoldsTheRest(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:2", "b1:k80:2")
+	var managed []bridge.JobID
+	for range 5 {
+		managed = append(managed, h.submit(resnet, 1))
+	}
+	untagged := h.submit("plain job", 1)
+	badTag := h.submit("gavel: weight=lots", 1)
+
+	rep := h.d.RunRound(context.Background())
+	if rep.Skipped != "" || rep.Managed != 5 || rep.Jobs != 7 {
+		t.Fatalf("report %+v", rep)
+	}
+	applied := h.slurm.Applied()
+	perType := map[string]int{}
+	held := 0
+	for _, id := range managed {
+		j := h.job(id)
+		switch {
+		case j.Held:
+			held++
+			if got := kinds(applied, id); strings.Join(got, ",") != "hold" {
+				t.Errorf("held job %d got %v", id, got)
+			}
+		default:
+			perType[j.Constraints]++
+			if j.Priority != RunPriority {
+				t.Errorf("chosen job %d has priority %d", id, j.Priority)
+			}
+		}
+	}
+	if perType["v100"] != 2 || perType["k80"] != 2 || held != 1 {
+		t.Errorf("chosen per type %v, held %d; want 2 v100, 2 k80, 1 held", perType, held)
+	}
+	for _, id := range []bridge.JobID{untagged, badTag} {
+		if got := kinds(applied, id); len(got) != 0 {
+			t.Errorf("unmanaged job %d was touched: %v", id, got)
+		}
+	}
+	st := h.board.Status()
+	reasons := map[string]string{}
+	for _, j := range st.Jobs {
+		reasons[j.JobID] = j.Reason
+		if j.JobID == managed[0].String() && (j.Model != "ResNet-50 (batch size 64)" || !strings.HasPrefix(j.ThroughputSource, "reference table")) {
+			t.Errorf("managed job status %+v", j)
+		}
+	}
+	if !strings.Contains(reasons[untagged.String()], "no gavel: tag") {
+		t.Errorf("untagged reason %q", reasons[untagged.String()])
+	}
+	if !strings.Contains(reasons[badTag.String()], "weight") {
+		t.Errorf("bad tag reason %q does not name the key", reasons[badTag.String()])
+	}
+	if len(h.board.Allocation().Rows) != 5 {
+		t.Errorf("allocation rows %v", h.board.Allocation().Rows)
+	}
+
+	// Nothing changed in Slurm: the next round has nothing to send.
+	before := len(h.slurm.Applied())
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	if rep := h.d.RunRound(context.Background()); rep.Actions != 0 {
+		t.Errorf("second round sent %d actions (%v) although Slurm already matched",
+			rep.Actions, h.slurm.Applied()[before:])
+	}
+}
+
+func TestPreemptionSignalsThenRequeuesAfterGrace(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	first := h.submit(resnet, 1)
+	second := h.submit(resnet, 1)
+
+	h.d.RunRound(context.Background())
+	if h.job(first).Held || !h.job(second).Held {
+		t.Fatalf("round 1 should run the first job and hold the second")
+	}
+	h.startChosen()
+	if h.job(first).State != bridge.JobRunning {
+		t.Fatal("first job did not start")
+	}
+
+	// After a round of service the waiting job has the higher priority.
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	n := len(h.slurm.Applied())
+	h.d.RunRound(context.Background())
+	round2 := h.slurm.Applied()[n:]
+	if got := kinds(round2, first); strings.Join(got, ",") != "signal" {
+		t.Fatalf("preempted job got %v, want only the grace signal", got)
+	}
+	if sig := h.slurm.Signals(first); len(sig) != 1 || sig[0] != "USR1" {
+		t.Errorf("signals %v", sig)
+	}
+	if got := kinds(round2, second); strings.Join(got, ",") != "set-constraints,release,set-priority" {
+		t.Errorf("chosen job got %v", got)
+	}
+	if want := h.clock.now.Add(5 * time.Second); !h.d.Core.NextGraceEnd().Equal(want) {
+		t.Errorf("grace ends %v, want %v", h.d.Core.NextGraceEnd(), want)
+	}
+
+	// Before the grace period ends nothing happens.
+	h.clock.now = h.clock.now.Add(2 * time.Second)
+	n = len(h.slurm.Applied())
+	h.d.RunGraces(context.Background())
+	if len(h.slurm.Applied()) != n {
+		t.Fatalf("requeued before the grace period ended")
+	}
+	h.clock.now = h.clock.now.Add(3 * time.Second)
+	h.d.RunGraces(context.Background())
+	if got := kinds(h.slurm.Applied()[n:], first); strings.Join(got, ",") != "requeue-hold,begin-now" {
+		t.Errorf("after grace: %v", got)
+	}
+	j := h.job(first)
+	if j.State != bridge.JobPending || !j.Held || j.Restarts != 1 {
+		t.Errorf("preempted job after requeue: %+v", j)
+	}
+	// A second check does not requeue again.
+	n = len(h.slurm.Applied())
+	h.d.RunGraces(context.Background())
+	if len(h.slurm.Applied()) != n {
+		t.Error("requeue repeated")
+	}
+	h.startChosen()
+	if h.job(second).State != bridge.JobRunning {
+		t.Error("the chosen job could not start on the freed GPU")
+	}
+	st := h.board.Status()
+	for _, js := range st.Jobs {
+		if js.JobID == first.String() && !strings.HasPrefix(js.Reason, "preempted") {
+			t.Errorf("preempted job reason %q", js.Reason)
+		}
+	}
+	if js := st.Jobs[0]; js.Received["v100"] != 20 {
+		t.Errorf("first job received %v, want 20 s on v100", js.Received)
+	}
+}
+
+func TestUntrustedViewsSendNothing(t *testing.T) {
+	tests := map[string]struct {
+		setup     func(h *harness, jobs []bridge.JobID)
+		wantCause string
+	}{
+		"snapshot fails": {
+			setup:     func(h *harness, _ []bridge.JobID) { h.slurm.FailSnapshot(errors.New("slurmrestd: 502")) },
+			wantCause: "snapshot failed",
+		},
+		"no GPU nodes": {
+			setup: func(h *harness, _ []bridge.JobID) {
+				h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 2, Partitions: []string{"gpu"}, State: []string{"DOWN"}})
+				h.slurm.AddNode(bridge.Node{Name: "b1", GPUType: "k80", GPUs: 2, Partitions: []string{"gpu"}, State: []string{"DOWN"}})
+			},
+			wantCause: "no usable GPU node",
+		},
+		"managed jobs vanish": {
+			setup: func(h *harness, jobs []bridge.JobID) {
+				for _, id := range jobs[:4] {
+					h.slurm.Remove(id)
+				}
+			},
+			wantCause: "4 of 5 managed jobs vanished",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, t.TempDir(), "a1:v100:2", "b1:k80:2")
+			var jobs []bridge.JobID
+			for range 5 {
+				jobs = append(jobs, h.submit(resnet, 1))
+			}
+			h.d.RunRound(context.Background())
+			tc.setup(h, jobs)
+			n := len(h.slurm.Applied())
+			for range unhealthyAfter {
+				h.clock.now = h.clock.now.Add(20 * time.Second)
+				rep := h.d.RunRound(context.Background())
+				if !strings.Contains(rep.Skipped, tc.wantCause) {
+					t.Fatalf("skipped = %q, want %q", rep.Skipped, tc.wantCause)
+				}
+			}
+			if len(h.slurm.Applied()) != n {
+				t.Errorf("actions sent on an untrusted view: %v", h.slurm.Applied()[n:])
+			}
+			if st := h.board.Status(); !strings.Contains(st.Round.Skipped, tc.wantCause) {
+				t.Errorf("status does not say why: %q", st.Round.Skipped)
+			}
+			if h.board.Health() == nil {
+				t.Error("healthy after three unusable rounds")
+			}
+		})
+	}
+}
+
+func TestFailedActionStopsTheJobsLaterActions(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	id := h.submit(resnet, 1)
+	h.slurm.FailActions(fake.FailKind(bridge.ActSetConstraints, errors.New("invalid feature specification")))
+	rep := h.d.RunRound(context.Background())
+	if rep.Failed != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := kinds(h.slurm.Applied(), id); len(got) != 0 {
+		t.Errorf("actions after a failed constraint change: %v", got)
+	}
+	entries, _ := h.store.Recent(0)
+	if len(entries) != 1 || entries[0].State != store.Failed || !strings.Contains(entries[0].Error, "invalid feature") {
+		t.Errorf("journal %+v", entries)
+	}
+	// Healed: the next round retries from Slurm's state.
+	h.slurm.FailActions(nil)
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if h.job(id).Constraints != "v100" {
+		t.Error("constraint not set after the failure healed")
+	}
+}
+
+func TestDryRunSendsAndJournalsNothing(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	h.dryRun = true
+	h.restart()
+	h.submit(resnet, 1)
+	h.submit(resnet, 1)
+	rep := h.d.RunRound(context.Background())
+	if rep.Actions == 0 {
+		t.Fatal("dry run decided nothing")
+	}
+	if len(h.slurm.Applied()) != 0 {
+		t.Errorf("dry run applied %v", h.slurm.Applied())
+	}
+	if entries, _ := h.store.Recent(0); len(entries) != 0 {
+		t.Errorf("dry run journaled %v", entries)
+	}
+	if !h.board.Status().Round.DryRun {
+		t.Error("status does not say dry run")
+	}
+}
+
+func TestRestartReconcilesPendingIntents(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, "a1:v100:2")
+	held := h.submit(resnet, 1)
+	notHeld := h.submit(resnet, 1)
+	h.slurm.Apply(context.Background(), bridge.Action{Kind: bridge.ActHold, Job: held})
+
+	// A crash left three intents: one whose effect Slurm shows, one that
+	// never reached Slurm, and one already resent once.
+	intent := func(a bridge.Action, attempts int) uint64 {
+		e, err := h.store.Intent(4, a.Job.String(), string(a.Kind), Action{Action: a}, epoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < attempts; i++ {
+			h.store.MarkResent(e.Seq, epoch)
+		}
+		return e.Seq
+	}
+	visible := intent(bridge.Action{Kind: bridge.ActHold, Job: held}, 1)
+	lost := intent(bridge.Action{Kind: bridge.ActSetConstraints, Job: notHeld, Constraints: "k80"}, 1)
+	tried := intent(bridge.Action{Kind: bridge.ActSetConstraints, Job: held, Constraints: "k80"}, 2)
+
+	h.restart()
+	before := len(h.slurm.Applied())
+	rep := h.d.RunRound(context.Background())
+	if rep.Reconciled != 3 {
+		t.Errorf("reconciled %d entries, want 3", rep.Reconciled)
+	}
+	entries, _ := h.store.Recent(0)
+	state := map[uint64]store.Entry{}
+	for _, e := range entries {
+		state[e.Seq] = e
+	}
+	if state[visible].State != store.Done || state[visible].Attempts != 1 {
+		t.Errorf("visible intent: %+v", state[visible])
+	}
+	if state[lost].State != store.Done || state[lost].Attempts != 2 {
+		t.Errorf("lost intent not resent once: %+v", state[lost])
+	}
+	if state[tried].State != store.Failed {
+		t.Errorf("intent resent before is not failed: %+v", state[tried])
+	}
+	resent := 0
+	for _, a := range h.slurm.Applied()[before:] {
+		if a.Kind == bridge.ActSetConstraints && a.Constraints == "k80" {
+			resent++
+		}
+	}
+	if resent != 1 {
+		t.Errorf("k80 constraint sent %d times during reconciliation, want 1", resent)
+	}
+	if p, _ := h.store.Pending(); len(p) != 0 {
+		t.Errorf("still pending: %+v", p)
+	}
+}
+
+func TestReceivedTimeSurvivesRestart(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	id := h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	for range 3 {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+	}
+	h.restart()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	st := h.board.Status()
+	if len(st.Jobs) != 1 || st.Jobs[0].Received["v100"] != 60 {
+		t.Fatalf("after restart: %+v", st.Jobs)
+	}
+	if st.Round.Number != 5 {
+		t.Errorf("round counter %d after restart, want 5", st.Round.Number)
+	}
+	// A job that finishes is forgotten.
+	h.slurm.Finish(id, bridge.JobCompleted)
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if recs, _ := h.store.Jobs(); len(recs) != 0 {
+		t.Errorf("finished job still stored: %v", recs)
+	}
+}
+
+func TestRunLoopsUntilCancelled(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	h.submit(resnet, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	rounds := 0
+	h.slurm.FailActions(func(bridge.Action) error { return nil })
+	done := make(chan error)
+	go func() { done <- h.d.Run(ctx) }()
+	deadline := time.After(5 * time.Second)
+	for rounds < 3 {
+		select {
+		case <-deadline:
+			t.Fatal("Run made no progress")
+		default:
+		}
+		rounds = int(h.board.Status().Round.Number)
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReconcileVerdicts(t *testing.T) {
+	jobs := []bridge.Job{
+		{ID: 1, State: bridge.JobPending, Held: true, Priority: 0},
+		{ID: 2, State: bridge.JobPending, Priority: RunPriority, Constraints: "v100"},
+		{ID: 3, State: bridge.JobRunning, Restarts: 1},
+		{ID: 4, State: bridge.JobPending, Restarts: 2, Reason: "BeginTime"},
+		{ID: 5, State: bridge.JobCompleted},
+	}
+	snap, err := bridge.NewSnapshot(epoch, "", nil, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		action   bridge.Action
+		restarts int
+		attempts int
+		want     Verdict
+	}{
+		{"hold shown", bridge.Action{Kind: bridge.ActHold, Job: 1}, 0, 1, VerdictDone},
+		{"release not shown", bridge.Action{Kind: bridge.ActRelease, Job: 1}, 0, 1, VerdictResend},
+		{"release not shown after resend", bridge.Action{Kind: bridge.ActRelease, Job: 1}, 0, 2, VerdictFail},
+		{"priority shown", bridge.Action{Kind: bridge.ActSetPriority, Job: 2, Priority: RunPriority}, 0, 1, VerdictDone},
+		{"constraints differ", bridge.Action{Kind: bridge.ActSetConstraints, Job: 2, Constraints: "k80"}, 0, 1, VerdictResend},
+		{"signal to running job", bridge.Action{Kind: bridge.ActSignal, Job: 3, Signal: "USR1"}, 1, 1, VerdictResend},
+		{"requeue not landed", bridge.Action{Kind: bridge.ActRequeueHold, Job: 3}, 1, 1, VerdictResend},
+		{"requeue landed", bridge.Action{Kind: bridge.ActRequeueHold, Job: 4}, 1, 1, VerdictDone},
+		{"begin-now not landed", bridge.Action{Kind: bridge.ActBeginNow, Job: 4}, 2, 1, VerdictResend},
+		{"job finished", bridge.Action{Kind: bridge.ActRelease, Job: 5}, 0, 1, VerdictDone},
+		{"job gone", bridge.Action{Kind: bridge.ActHold, Job: 99}, 0, 1, VerdictDone},
+	}
+	var pending []store.Entry
+	for i, tc := range tests {
+		e := store.Entry{Seq: uint64(i + 1), Attempts: tc.attempts, State: store.Pending}
+		e.Payload = mustJSON(t, Action{Action: tc.action, Restarts: tc.restarts})
+		pending = append(pending, e)
+	}
+	pending = append(pending, store.Entry{Seq: 100, Payload: []byte(`{"kind":`)})
+	got := Reconcile(pending, snap)
+	for i, tc := range tests {
+		if got[i].Verdict != tc.want {
+			t.Errorf("%s: verdict %s (%s), want %s", tc.name, got[i].Verdict, got[i].Why, tc.want)
+		}
+	}
+	if last := got[len(got)-1]; last.Verdict != VerdictFail {
+		t.Errorf("unreadable entry: %s", last.Verdict)
+	}
+}
+
+func TestEstimateSources(t *testing.T) {
+	table, _ := throughputs.Reference()
+	core, err := NewCore(settings(), table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.syncCluster([]roundsServer{{ID: "a", Type: "v100", GPUs: 4}, {ID: "b", Type: "k80", GPUs: 4}, {ID: "c", Type: "a100", GPUs: 4}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		model      string
+		scale      int
+		wantSource string
+		wantV100   float64
+		wantA100   float64
+	}{
+		// Values read from etc/gavel-simulation-throughputs.json.
+		{"resnet50-bs64", 4, "reference table: ResNet-50 (batch size 64) x4 (types outside", 9.451949566394442, -1},
+		{"A3C", 2, "default: equal on every type (A3C has no entry for 2 GPUs)", 1, 1},
+		{"my-new-model", 1, "default: equal on every type (model not in the reference table)", 1, 1},
+		{"", 1, "default: equal on every type (no model in the tag)", 1, 1},
+	}
+	for _, tc := range tests {
+		_, tput, source := core.estimate(tc.model, tc.scale)
+		if !strings.HasPrefix(source, tc.wantSource) {
+			t.Errorf("%s x%d: source %q, want %q", tc.model, tc.scale, source, tc.wantSource)
+		}
+		if tput["v100"] != tc.wantV100 {
+			t.Errorf("%s x%d: v100 %v, want %v", tc.model, tc.scale, tput["v100"], tc.wantV100)
+		}
+		if tc.wantA100 >= 0 && tput["a100"] != tc.wantA100 {
+			t.Errorf("%s x%d: a100 %v", tc.model, tc.scale, tput["a100"])
+		}
+	}
+	// A type outside the table is assumed as slow as the model's slowest.
+	_, tput, _ := core.estimate("resnet50-bs64", 4)
+	types := []string{"k80", "v100"}
+	sort.Strings(types)
+	if tput["a100"] != min(tput["k80"], tput["v100"]) || tput["a100"] == 0 {
+		t.Errorf("a100 estimate %v, k80 %v", tput["a100"], tput["k80"])
+	}
+}
+
+type roundsServer = rounds.Server
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

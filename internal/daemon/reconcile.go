@@ -1,0 +1,93 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+)
+
+// Verdict is what reconciliation does with one pending journal entry.
+type Verdict string
+
+const (
+	// VerdictDone: Slurm shows the action's effect (or the job is gone,
+	// which makes the action moot); the entry is marked done.
+	VerdictDone Verdict = "done"
+	// VerdictResend: the effect is not visible and the action was sent
+	// only once; it is sent again.
+	VerdictResend Verdict = "resend"
+	// VerdictFail: the effect is not visible after a resend; the entry is
+	// marked failed and the next round decides afresh.
+	VerdictFail Verdict = "fail"
+)
+
+// Reconciliation is the decision for one pending entry.
+type Reconciliation struct {
+	Entry   store.Entry
+	Action  Action
+	Verdict Verdict
+	Why     string
+}
+
+// maxAttempts is how many times an action is handed to Slurm in all: the
+// original send and one resend after a crash.
+const maxAttempts = 2
+
+// Reconcile decides, for each action journaled as pending (sent, or about
+// to be sent, when the daemon stopped), whether Slurm already shows its
+// effect. It is pure: the caller marks the entries and resends.
+func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
+	out := make([]Reconciliation, 0, len(pending))
+	for _, e := range pending {
+		r := Reconciliation{Entry: e}
+		if err := json.Unmarshal(e.Payload, &r.Action); err != nil || r.Action.Job == 0 {
+			r.Verdict, r.Why = VerdictFail, fmt.Sprintf("unreadable journal entry: %v", err)
+			out = append(out, r)
+			continue
+		}
+		visible, why := effectVisible(r.Action, snap)
+		switch {
+		case visible:
+			r.Verdict, r.Why = VerdictDone, why
+		case e.Attempts >= maxAttempts:
+			r.Verdict, r.Why = VerdictFail, "still not visible after a resend: "+why
+		default:
+			r.Verdict, r.Why = VerdictResend, why
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// effectVisible reports whether snap shows a's effect, and says what it saw.
+func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
+	j, ok := snap.Job(a.Job)
+	if !ok {
+		return true, "job no longer in Slurm"
+	}
+	if !j.Active() {
+		return true, "job finished (" + string(j.State) + ")"
+	}
+	running := j.State == bridge.JobRunning || j.State == bridge.JobSuspended
+	switch a.Kind {
+	case bridge.ActSetPriority:
+		return j.Priority == int64(a.Priority), fmt.Sprintf("priority %d", j.Priority)
+	case bridge.ActHold:
+		return j.Held || running, fmt.Sprintf("held=%v", j.Held)
+	case bridge.ActRelease:
+		return !j.Held, fmt.Sprintf("held=%v", j.Held)
+	case bridge.ActSetConstraints:
+		return j.Constraints == a.Constraints || running, fmt.Sprintf("constraints %q", j.Constraints)
+	case bridge.ActBeginNow:
+		return j.Reason != "BeginTime" || running, "reason " + j.Reason
+	case bridge.ActSignal:
+		// A delivered signal leaves no trace in Slurm's job record;
+		// only a job that stopped running makes it moot.
+		return !running, "signals are not visible"
+	case bridge.ActRequeue, bridge.ActRequeueHold:
+		return j.Restarts > a.Restarts || !running, fmt.Sprintf("state %s, %d restarts", j.State, j.Restarts)
+	}
+	return false, "unknown action kind " + string(a.Kind)
+}
