@@ -95,7 +95,7 @@ func TestFIFOPackedSharesOnlyWhenItPays(t *testing.T) {
 		shared [2]float64 // rates of running job 0 and waiting job 3 on v100
 		pack   bool
 	}{
-		{"gain 1.6", [2]float64{2.4, 0.8}, true}, // 2.4/3 + 0.8/1
+		{"gain 1.6", [2]float64{2.4, 0.8}, true},  // 2.4/3 + 0.8/1
 		{"gain 1.2", [2]float64{1.8, 0.6}, false}, // 1.8/3 + 0.6/1
 	}
 	for _, tc := range tests {
