@@ -1,0 +1,569 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/sim"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim/plot"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+)
+
+func init() {
+	register("simulate", subcommand{
+		summary: "replay a trace or a generated workload on a simulated cluster (and sweep rates)",
+		run: func(args []string) int {
+			return runSimulate(args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+// simFlags are the parsed flags of `simulate`.
+type simFlags struct {
+	cluster, gpusPerServer         map[string]int
+	prices                         map[string]float64
+	policy, throughputsFile, trace string
+	generate                       string
+	rate                           float64
+	jobs                           int
+	seed                           int64
+	multiGPU, multiPriority        bool
+	window                         [2]int
+	round, overhead, resetInterval time.Duration
+	maxActive                      int
+	asJSON                         bool
+	jobsCSV, writeTrace            string
+	sweepRates                     []float64
+	policies                       []string
+	seeds                          []int64
+	out                            string
+	parallel                       int
+}
+
+func runSimulate(args []string, stdout, stderr io.Writer) int {
+	f, err := parseSimFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "simulate: %v\n", err)
+		return 2
+	}
+	table, err := simLoadTable(f.throughputsFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "simulate: %v\n", err)
+		return 1
+	}
+	if f.sweepRates != nil {
+		if err := runSweep(f, table, stderr); err != nil {
+			fmt.Fprintf(stderr, "simulate: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if err := runSingle(f, table, stdout); err != nil {
+		fmt.Fprintf(stderr, "simulate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cluster := fs.String("cluster", "v100=36,p100=36,k80=36", "GPUs per type: TYPE=N,...")
+	perServer := fs.String("gpus-per-server", "", "GPUs per server of each type: TYPE=N,... (default 1)")
+	costs := fs.String("costs", "", "price per GPU-hour of each type: TYPE=PRICE,... (reported as cost)")
+	pol := fs.String("policy", "max_min_fairness_perf", "scheduling policy (one of: "+strings.Join(policy.Names(), ", ")+")")
+	tput := fs.String("throughputs", "", "throughput table JSON (default: the embedded reference table)")
+	trace := fs.String("trace", "", "replay this 10-column trace instead of generating jobs")
+	generate := fs.String("generate", "continuous", "generated workload: continuous (Poisson arrivals) or static (all jobs at t=0)")
+	rate := fs.Float64("rate", 0, "arrival rate of a continuous workload, jobs per hour")
+	jobs := fs.Int("jobs", 0, "number of jobs to generate (continuous: 0 = unbounded, needs --window)")
+	seed := fs.Int64("seed", 0, "seed of the generated workload, the policy and the mechanism")
+	multiGPU := fs.Bool("multi-gpu", false, "draw scale factors 1/2/4/8 (70/10/15/5%)")
+	multiPriority := fs.Bool("multi-priority", false, "give 20% of the jobs weight 5")
+	window := fs.String("window", "", "measure jobs FIRST:END (ids, END exclusive); the run lasts until they finish")
+	round := fs.Duration("round", 360*time.Second, "round length")
+	overhead := fs.Duration("preemption-overhead", 0, "time lost each time a job restarts after having run")
+	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations")
+	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	jobsCSV := fs.String("jobs-csv", "", "write one CSV line per job (arrival, start, finish, time per GPU type) to FILE")
+	writeTrace := fs.String("write-trace", "", "write the generated workload as a trace to FILE (needs --jobs or a trace)")
+	sweepRates := fs.String("sweep-rates", "", "sweep arrival rates FROM:TO:STEP (jobs/hour) over --policies and --seeds")
+	policies := fs.String("policies", "", "policies of a sweep, comma-separated (default: --policy)")
+	seeds := fs.String("seeds", "0", "seeds of a sweep, comma-separated")
+	out := fs.String("out", "", "directory for the sweep's CSV and SVG")
+	parallel := fs.Int("parallel", runtime.NumCPU(), "simulations run at once in a sweep")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	f := &simFlags{
+		policy: *pol, throughputsFile: *tput, trace: *trace, generate: *generate,
+		rate: *rate, jobs: *jobs, seed: *seed, multiGPU: *multiGPU, multiPriority: *multiPriority,
+		round: *round, overhead: *overhead, resetInterval: *reset, maxActive: *maxActive,
+		asJSON: *asJSON, jobsCSV: *jobsCSV, writeTrace: *writeTrace, out: *out, parallel: *parallel,
+	}
+	var err error
+	if f.cluster, err = simParseCounts("--cluster", *cluster); err != nil {
+		return nil, err
+	}
+	if len(f.cluster) == 0 {
+		return nil, errors.New("--cluster: no GPUs")
+	}
+	if f.gpusPerServer, err = simParseCounts("--gpus-per-server", *perServer); err != nil {
+		return nil, err
+	}
+	if f.prices, err = simParsePrices(*costs); err != nil {
+		return nil, err
+	}
+	if *window != "" {
+		if f.window, err = simParseWindow(*window); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case *round <= 0:
+		return nil, fmt.Errorf("--round %v: must be positive", *round)
+	case *overhead < 0 || *overhead >= *round:
+		return nil, fmt.Errorf("--preemption-overhead %v: must be >= 0 and shorter than --round", *overhead)
+	case *reset < 0:
+		return nil, fmt.Errorf("--min-reset-interval %v: must be >= 0", *reset)
+	case f.jobs < 0:
+		return nil, fmt.Errorf("--jobs %d: must be >= 0", f.jobs)
+	case f.maxActive < 0:
+		return nil, fmt.Errorf("--max-active %d: must be >= 0", f.maxActive)
+	case f.parallel < 1:
+		return nil, fmt.Errorf("--parallel %d: must be >= 1", f.parallel)
+	case f.rate < 0 || math.IsNaN(f.rate) || math.IsInf(f.rate, 0):
+		return nil, fmt.Errorf("--rate %v: must be a finite number >= 0", f.rate)
+	}
+	if f.trace == "" {
+		switch f.generate {
+		case "continuous":
+			if *sweepRates == "" && f.rate <= 0 {
+				return nil, errors.New("--generate continuous needs --rate > 0 (or --sweep-rates)")
+			}
+			if f.jobs == 0 && f.window[1] == 0 {
+				return nil, errors.New("an unbounded continuous workload needs --window FIRST:END (or --jobs N)")
+			}
+		case "static":
+			if f.jobs == 0 {
+				return nil, errors.New("--generate static needs --jobs N")
+			}
+			if *sweepRates != "" {
+				return nil, errors.New("--sweep-rates needs a continuous workload")
+			}
+		default:
+			return nil, fmt.Errorf("--generate %q: want continuous or static", f.generate)
+		}
+	}
+	if *sweepRates != "" {
+		if f.trace != "" {
+			return nil, errors.New("--sweep-rates generates its workloads; it cannot be combined with --trace")
+		}
+		if f.out == "" {
+			return nil, errors.New("--sweep-rates needs --out DIR")
+		}
+		if f.sweepRates, err = simParseRange(*sweepRates); err != nil {
+			return nil, err
+		}
+		if f.maxActive == 0 {
+			f.maxActive = 3000
+		}
+	}
+	f.policies = []string{f.policy}
+	if *policies != "" {
+		f.policies = simSplitList(*policies)
+	}
+	for _, p := range f.policies {
+		if _, err := policy.New(p, policy.Options{}); err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+	}
+	for _, s := range simSplitList(*seeds) {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--seeds: %q is not an integer", s)
+		}
+		f.seeds = append(f.seeds, v)
+	}
+	if len(f.seeds) == 0 {
+		return nil, errors.New("--seeds: empty list")
+	}
+	return f, nil
+}
+
+func simSplitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// simParseCounts reads TYPE=N,TYPE=N.
+func simParseCounts(flagName, s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range simSplitList(s) {
+		name, value, ok := strings.Cut(part, "=")
+		name = strings.TrimSpace(name)
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if !ok || name == "" || err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not TYPE=N with N >= 1", flagName, part)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%s: type %s given twice", flagName, name)
+		}
+		out[name] = n
+	}
+	return out, nil
+}
+
+// simParsePrices reads TYPE=PRICE,...
+func simParsePrices(s string) (map[string]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, part := range simSplitList(s) {
+		name, value, ok := strings.Cut(part, "=")
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if !ok || strings.TrimSpace(name) == "" || err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+			return nil, fmt.Errorf("--costs: %q is not TYPE=PRICE with PRICE >= 0", part)
+		}
+		out[strings.TrimSpace(name)] = v
+	}
+	return out, nil
+}
+
+// simParseWindow reads FIRST:END.
+func simParseWindow(s string) ([2]int, error) {
+	a, b, ok := strings.Cut(s, ":")
+	first, err1 := strconv.Atoi(a)
+	end, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || first < 0 || end <= first {
+		return [2]int{}, fmt.Errorf("--window %q: want FIRST:END with 0 <= FIRST < END", s)
+	}
+	return [2]int{first, end}, nil
+}
+
+// simParseRange reads FROM:TO:STEP into FROM, FROM+STEP, ... <= TO.
+func simParseRange(s string) ([]float64, error) {
+	parts := strings.Split(s, ":")
+	bad := fmt.Errorf("--sweep-rates %q: want FROM:TO:STEP with 0 < FROM <= TO and STEP > 0", s)
+	if len(parts) != 3 {
+		return nil, bad
+	}
+	var v [3]float64
+	for i, p := range parts {
+		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, bad
+		}
+		v[i] = x
+	}
+	from, to, step := v[0], v[1], v[2]
+	if from <= 0 || to < from || step <= 0 {
+		return nil, bad
+	}
+	n := int(math.Floor((to-from)/step+1e-9)) + 1
+	if n > 1000 {
+		return nil, fmt.Errorf("--sweep-rates %q: %d rates, at most 1000", s, n)
+	}
+	rates := make([]float64, n)
+	for i := range rates {
+		// Rounded so 0.4+k·0.4 prints as 1.2, not 1.2000000000000002.
+		rates[i] = math.Round((from+float64(i)*step)*1e9) / 1e9
+	}
+	return rates, nil
+}
+
+func simLoadTable(path string) (*throughputs.Table, error) {
+	if path == "" {
+		return throughputs.Reference()
+	}
+	return throughputs.Load(path)
+}
+
+// simConfig builds the simulator configuration of one run.
+func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed int64) sim.Config {
+	return sim.Config{
+		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, PolicyName: policyName, Table: table,
+		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(),
+		PreemptionOverhead: f.overhead.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
+		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now,
+	}
+}
+
+// source returns the run's workload.
+func (f *simFlags) source(table *throughputs.Table, rate float64, seed int64) (sim.Source, error) {
+	if f.trace != "" {
+		jobs, err := workload.ReadTraceFile(f.trace, table)
+		if err != nil {
+			return nil, err
+		}
+		return sim.Jobs(jobs).Source(), nil
+	}
+	opts := workload.GeneratorOptions{Rate: rate, Jobs: f.jobs, Seed: seed, MultiGPU: f.multiGPU, MultiPriority: f.multiPriority}
+	if f.generate == "static" {
+		opts.Rate = 0
+	}
+	return workload.NewGenerator(table, opts)
+}
+
+func runSingle(f *simFlags, table *throughputs.Table, stdout io.Writer) error {
+	src, err := f.source(table, f.rate, f.seed)
+	if err != nil {
+		return err
+	}
+	if f.writeTrace != "" {
+		if src, err = simWriteTrace(f.writeTrace, src, f.trace == "" && f.jobs == 0); err != nil {
+			return err
+		}
+	}
+	res, err := sim.Run(f.simConfig(table, f.policy, f.seed), src)
+	if err != nil {
+		return err
+	}
+	if f.jobsCSV != "" {
+		if err := simWriteJobsCSV(f.jobsCSV, res); err != nil {
+			return err
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	simPrintResult(stdout, res)
+	return nil
+}
+
+// simWriteTrace saves a bounded workload as a trace and returns a source
+// replaying it.
+func simWriteTrace(path string, src sim.Source, unbounded bool) (sim.Source, error) {
+	if unbounded {
+		return nil, errors.New("--write-trace needs a bounded workload (--jobs N)")
+	}
+	var jobs []workload.Job
+	for j, ok := src.Next(); ok; j, ok = src.Next() {
+		jobs = append(jobs, j)
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("write trace: %w", err)
+	}
+	if err := workload.WriteTrace(file, jobs); err != nil {
+		file.Close()
+		return nil, err
+	}
+	if err := file.Close(); err != nil {
+		return nil, fmt.Errorf("write trace: %w", err)
+	}
+	return sim.Jobs(jobs).Source(), nil
+}
+
+func simPrintResult(w io.Writer, r *sim.Result) {
+	h := func(s float64) string { return fmt.Sprintf("%.2f h", s/3600) }
+	fmt.Fprintf(w, "policy            %s\n", r.Policy)
+	fmt.Fprintf(w, "jobs measured     %d (of %d admitted)\n", r.JobsMeasured, r.JobsAdmitted)
+	fmt.Fprintf(w, "JCT avg/p50/p95   %s / %s / %s\n", h(r.AvgJCT), h(r.P50JCT), h(r.P95JCT))
+	fmt.Fprintf(w, "makespan          %s\n", h(r.Makespan))
+	var util []string
+	for _, t := range append(append([]string(nil), r.Types...), "all") {
+		util = append(util, fmt.Sprintf("%s %.1f%%", t, 100*r.Utilization[t]))
+	}
+	fmt.Fprintf(w, "utilization       %s\n", strings.Join(util, ", "))
+	fmt.Fprintf(w, "FTF rho mean/p95  %.3f / %.3f (%.1f%% of jobs > 1)\n", r.FTF.Mean, r.FTF.P95, 100*r.FTF.AboveOne)
+	if r.Cost > 0 {
+		fmt.Fprintf(w, "cost              %.2f\n", r.Cost)
+	}
+	if r.SLOJobs > 0 {
+		fmt.Fprintf(w, "SLO violations    %d of %d\n", r.SLOViolations, r.SLOJobs)
+	}
+	fmt.Fprintf(w, "rounds            %d (%d allocations, %d preemptions, %d lease extensions)\n", r.Rounds, r.Allocations, r.Preemptions, r.LeaseExtensions)
+	fmt.Fprintf(w, "wall time         %.2f s (solver %.2f s)\n", r.WallSeconds, r.SolverSeconds)
+}
+
+func simWriteJobsCSV(path string, r *sim.Result) (err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("jobs CSV: %w", err)
+	}
+	defer func() {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("jobs CSV: %w", cerr)
+		}
+	}()
+	w := csv.NewWriter(file)
+	header := []string{"id", "model", "scale_factor", "priority", "arrival_s", "start_s", "finish_s", "jct_s", "measured", "ftf_rho"}
+	for _, t := range r.Types {
+		header = append(header, "time_"+t+"_s")
+	}
+	w.Write(header)
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for _, j := range r.Jobs {
+		row := []string{strconv.Itoa(j.ID), j.Model, strconv.Itoa(j.ScaleFactor), num(j.Priority), num(j.Arrival),
+			num(j.Start), num(j.Finish), num(j.JCT()), strconv.FormatBool(j.Measured), num(j.FTF)}
+		for _, s := range j.TimePerType {
+			row = append(row, num(s))
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("jobs CSV: %w", err)
+	}
+	return nil
+}
+
+func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return fmt.Errorf("sweep output: %w", err)
+	}
+	var points []sim.Point
+	for _, p := range f.policies {
+		for _, r := range f.sweepRates {
+			for _, s := range f.seeds {
+				points = append(points, sim.Point{Policy: p, Rate: r, Seed: s})
+			}
+		}
+	}
+	started := time.Now()
+	progress := func(done, total int) {
+		const width = 30
+		filled := width * done / total
+		elapsed := time.Since(started)
+		eta := time.Duration(float64(elapsed) / float64(done) * float64(total-done))
+		fmt.Fprintf(stderr, "\r[%s%s] %d/%d runs  %s elapsed, ~%s left ",
+			strings.Repeat("=", filled), strings.Repeat(" ", width-filled), done, total,
+			elapsed.Round(time.Second), eta.Round(time.Second))
+		if done == total {
+			fmt.Fprintln(stderr)
+		}
+	}
+	outcomes := sim.Sweep(points, f.parallel, func(p sim.Point) (*sim.Result, error) {
+		src, err := f.source(table, p.Rate, p.Seed)
+		if err != nil {
+			return nil, err
+		}
+		return sim.Run(f.simConfig(table, p.Policy, p.Seed), src)
+	}, progress)
+	for _, o := range outcomes {
+		if o.Err != nil && !o.Saturated() {
+			return fmt.Errorf("%s at %v jobs/h, seed %d: %w", o.Policy, o.Rate, o.Seed, o.Err)
+		}
+	}
+	csvPath := filepath.Join(f.out, "sweep.csv")
+	if err := simWriteSweepCSV(csvPath, outcomes); err != nil {
+		return err
+	}
+	svgPath := filepath.Join(f.out, "avg_jct.svg")
+	if err := simWriteSweepSVG(svgPath, f.policies, f.sweepRates, outcomes); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s and %s\n", csvPath, svgPath)
+	return nil
+}
+
+func simWriteSweepCSV(path string, outcomes []sim.Outcome) (err error) {
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sweep CSV: %w", err)
+	}
+	defer func() {
+		if cerr := file.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("sweep CSV: %w", cerr)
+		}
+	}()
+	w := csv.NewWriter(file)
+	w.Write([]string{"policy", "rate_jobs_per_h", "seed", "saturated", "avg_jct_h", "p50_jct_h", "p95_jct_h",
+		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s"})
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for _, o := range outcomes {
+		row := []string{o.Policy, num(o.Rate), strconv.FormatInt(o.Seed, 10), strconv.FormatBool(o.Saturated())}
+		if r := o.Result; r != nil {
+			row = append(row, num(r.AvgJCT/3600), num(r.P50JCT/3600), num(r.P95JCT/3600), num(r.Makespan/3600),
+				num(r.Utilization["all"]), strconv.Itoa(r.JobsMeasured), num(r.FTF.Mean),
+				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds))
+		} else {
+			row = append(row, "", "", "", "", "", "", "", "", "", "")
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("sweep CSV: %w", err)
+	}
+	return nil
+}
+
+// simWriteSweepSVG plots the average JCT (hours, mean over seeds) against
+// the rate, one line per policy. A rate where any seed saturated is a gap.
+func simWriteSweepSVG(path string, policies []string, rates []float64, outcomes []sim.Outcome) error {
+	type key struct {
+		policy string
+		rate   float64
+	}
+	sum := map[key]float64{}
+	count := map[key]int{}
+	saturated := map[key]bool{}
+	for _, o := range outcomes {
+		k := key{o.Policy, o.Rate}
+		if o.Result == nil {
+			saturated[k] = true
+			continue
+		}
+		sum[k] += o.Result.AvgJCT / 3600
+		count[k]++
+	}
+	chart := plot.Chart{Title: "Average JCT vs input rate", XLabel: "input rate (jobs/hour)", YLabel: "average JCT (hours)"}
+	sorted := append([]float64(nil), rates...)
+	sort.Float64s(sorted)
+	for _, p := range policies {
+		s := plot.Series{Name: p}
+		for _, r := range sorted {
+			k := key{p, r}
+			y := math.NaN()
+			if count[k] > 0 && !saturated[k] {
+				y = sum[k] / float64(count[k])
+			}
+			s.X = append(s.X, r)
+			s.Y = append(s.Y, y)
+		}
+		chart.Series = append(chart.Series, s)
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("sweep plot: %w", err)
+	}
+	if err := chart.WriteSVG(file); err != nil {
+		file.Close()
+		return fmt.Errorf("sweep plot: %w", err)
+	}
+	if err := file.Close(); err != nil {
+		return fmt.Errorf("sweep plot: %w", err)
+	}
+	return nil
+}
