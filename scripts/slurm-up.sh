@@ -1,0 +1,314 @@
+#!/usr/bin/env bash
+# Starts a real local Slurm 24.11 (slurmctld, several slurmd with fake typed
+# GPUs, slurmrestd with JWT) inside a cached Debian trixie tree under
+# .local/slurm/root. Idempotent: builds only what is missing and starts only
+# the daemons that are not running. Settings: see scripts/slurm/common.sh.
+# On success it writes .local/slurm/env (source it to reach this Slurm).
+set -Eeuo pipefail
+# shellcheck source=slurm/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/slurm/common.sh"
+
+[ "$(id -u)" -eq 0 ] || exec sudo -E bash "${BASH_SOURCE[0]}" "$@"
+
+mkdir -p "$SLURM_STATE"
+# One start or stop at a time: concurrent test runs may all call this. The
+# daemons are started with fd 9 closed so that they do not hold the lock.
+exec 9>"$SLURM_STATE/lock"
+flock 9
+
+started_at=$SECONDS
+# The env file promises a working stack; withdraw it until that holds again.
+rm -f "$SLURM_ENV_FILE"
+
+on_error() {
+  printf '\nslurm: start FAILED (line %s); daemon logs follow\n' "$1" >&2
+  show_logs
+}
+trap 'on_error $LINENO' ERR
+
+# ---------------------------------------------------------------- the root
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null && return
+  say "installing debootstrap (apt-get)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+}
+
+build_root() {
+  if [ -f "$SLURM_ROOTFS/.gavel-bootstrap-done" ]; then
+    return
+  fi
+  ensure_debootstrap
+  if [ -e "$SLURM_ROOTFS" ]; then
+    say "removing an unfinished root"
+    umount_all
+    rm -rf --one-file-system "$SLURM_ROOTFS"
+  fi
+  say "debootstrap trixie (minbase) into $SLURM_ROOTFS from $SLURM_DEBIAN_MIRROR (about a minute)"
+  if ! debootstrap --variant=minbase trixie "$SLURM_ROOTFS" "$SLURM_DEBIAN_MIRROR" >"$SLURM_STATE/debootstrap.log" 2>&1; then
+    tail -n 30 "$SLURM_STATE/debootstrap.log" >&2
+    umount_all
+    fail "debootstrap failed; full log in $SLURM_STATE/debootstrap.log"
+  fi
+  # Package scripts must not start services: we start the daemons ourselves.
+  printf '#!/bin/sh\nexit 101\n' >"$SLURM_ROOTFS/usr/sbin/policy-rc.d"
+  chmod 755 "$SLURM_ROOTFS/usr/sbin/policy-rc.d"
+  touch "$SLURM_ROOTFS/.gavel-bootstrap-done"
+}
+
+mount_root() {
+  mkdir -p "$SLURM_HOST_SHARED" "$SLURM_ROOTFS$SLURM_JOB_SHARED"
+  chmod 1777 "$SLURM_HOST_SHARED"
+  mountpoint -q "$SLURM_ROOTFS/proc" || mount -t proc proc "$SLURM_ROOTFS/proc"
+  mountpoint -q "$SLURM_ROOTFS/sys" || mount -t sysfs -o ro sysfs "$SLURM_ROOTFS/sys"
+  mountpoint -q "$SLURM_ROOTFS/dev" || mount --bind /dev "$SLURM_ROOTFS/dev"
+  mountpoint -q "$SLURM_ROOTFS/dev/pts" || mount --bind /dev/pts "$SLURM_ROOTFS/dev/pts"
+  mountpoint -q "$SLURM_ROOTFS$SLURM_JOB_SHARED" ||
+    mount --bind "$SLURM_HOST_SHARED" "$SLURM_ROOTFS$SLURM_JOB_SHARED"
+}
+
+install_packages() {
+  local marker="$SLURM_ROOTFS/.gavel-packages"
+  if [ -f "$marker" ] && [ "$(cat "$marker")" = "$SLURM_PACKAGES" ]; then
+    return
+  fi
+  say "installing $SLURM_PACKAGES inside the root (about 30 s)"
+  cp /etc/resolv.conf "$SLURM_ROOTFS/etc/resolv.conf" 2>/dev/null || true
+  # shellcheck disable=SC2086 # the package list is split on purpose
+  if ! in_root env DEBIAN_FRONTEND=noninteractive sh -c \
+    "apt-get update -qq && apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES" \
+    >"$SLURM_STATE/apt.log" 2>&1; then
+    tail -n 30 "$SLURM_STATE/apt.log" >&2
+    fail "apt-get inside the root failed; full log in $SLURM_STATE/apt.log"
+  fi
+  in_root apt-get clean
+  printf '%s' "$SLURM_PACKAGES" >"$marker"
+}
+
+# ---------------------------------------------------------------- config
+configure_root() {
+  local r="$SLURM_ROOTFS" host
+  host="$(hostname -s)"
+  grep -qw "$host" "$r/etc/hosts" 2>/dev/null || printf '127.0.0.1 localhost %s\n' "$host" >>"$r/etc/hosts"
+  in_root id -u slurmrestd >/dev/null 2>&1 || in_root useradd --system --no-create-home --shell /usr/sbin/nologin slurmrestd
+
+  mkdir -p "$r/run/slurm" "$r/run/munge" "$r/var/log/munge" "$r/var/spool/slurmctld" "$r/var/spool/slurmd" \
+    "$r$SLURM_LOG_IN_ROOT" "$r/var/lib/gavel-gpus" "$r/etc/slurm"
+  in_root chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm
+  in_root chown munge:munge /run/munge /var/log/munge
+  ln -sfn "root$SLURM_LOG_IN_ROOT" "$SLURM_LOG"
+
+  if [ ! -s "$r/etc/munge/munge.key" ]; then
+    in_root mungekey --create --keyfile=/etc/munge/munge.key
+  fi
+  in_root chown munge:munge /etc/munge/munge.key
+  chmod 0400 "$r/etc/munge/munge.key"
+
+  if [ ! -s "$r/etc/slurm/jwt.key" ]; then
+    head -c 32 /dev/urandom >"$r/etc/slurm/jwt.key"
+  fi
+  in_root chown slurm:slurm /etc/slurm/jwt.key
+  chmod 0600 "$r/etc/slurm/jwt.key"
+
+  # Fake GPUs: character devices with /dev/null's numbers, one per GPU.
+  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i
+  while read -r name type gpus port; do
+    for ((i = 0; i < gpus; i++)); do
+      [ -c "$r/var/lib/gavel-gpus/$name-gpu$i" ] || mknod "$r/var/lib/gavel-gpus/$name-gpu$i" c 1 3
+    done
+    nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=gpu:$type:$gpus Feature=$type State=UNKNOWN"$'\n'
+    gres+="NodeName=$name Name=gpu Type=$type File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]"$'\n'
+  done < <(nodes_list)
+  [ -n "$nodes" ] || fail "SLURM_GPU_NODES defines no nodes"
+
+  local conf
+  conf="$(sed -e "s|@HOST@|$host|g" -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|g" \
+    -e "s|@LOG@|$SLURM_LOG_IN_ROOT|g" "$SLURM_TEMPLATES/slurm.conf.in")"
+  conf="${conf/@NODES@/$nodes}"
+  printf '%s\n' "$conf" >"$r/etc/slurm/slurm.conf"
+  printf '# Generated by scripts/slurm-up.sh; edits here are lost.\n%s' "$gres" >"$r/etc/slurm/gres.conf"
+  cp "$SLURM_TEMPLATES/cgroup.conf" "$r/etc/slurm/cgroup.conf"
+  chmod 0644 "$r/etc/slurm/slurm.conf" "$r/etc/slurm/gres.conf" "$r/etc/slurm/cgroup.conf"
+}
+
+config_hash() {
+  cat "$SLURM_ROOTFS/etc/slurm/slurm.conf" "$SLURM_ROOTFS/etc/slurm/gres.conf" \
+    "$SLURM_ROOTFS/etc/slurm/cgroup.conf" | sha256sum | cut -d' ' -f1
+}
+
+# ---------------------------------------------------------------- daemons
+pidfile() { printf '%s/run/%s' "$SLURM_ROOTFS" "$1"; }
+
+stop_pidfile() {
+  local pf="$1" name="$2" pid i
+  pid_alive "$pf" "$name" || return 0
+  pid="$(tr -dc 0-9 <"$pf")"
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    [ -d "/proc/$pid" ] || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+stop_slurm_daemons() {
+  local name type gpus port
+  stop_pidfile "$(pidfile slurm/slurmrestd.pid)" slurmrestd
+  while read -r name type gpus port; do
+    stop_pidfile "$(pidfile "slurm/slurmd-$name.pid")" slurmd
+  done < <(nodes_list)
+  stop_pidfile "$(pidfile slurm/slurmctld.pid)" slurmctld
+}
+
+start_munge() {
+  pid_alive "$(pidfile munge/munged.pid)" munged && return
+  say "starting munged"
+  local uid gid
+  uid="$(in_root id -u munge)" gid="$(in_root id -g munge)"
+  env -i PATH=/usr/sbin:/usr/bin chroot --userspec="$uid:$gid" "$SLURM_ROOTFS" \
+    /usr/sbin/munged --pid-file=/run/munge/munged.pid --log-file=/var/log/munge/munged.log \
+    </dev/null >>"$SLURM_LOG/munged.stderr.log" 2>&1 9>&- || fail "munged did not start"
+}
+
+start_slurmctld() {
+  pid_alive "$(pidfile slurm/slurmctld.pid)" slurmctld && return
+  say "starting slurmctld (port $SLURMCTLD_PORT)"
+  in_root /usr/sbin/slurmctld </dev/null >>"$SLURM_LOG/slurmctld.stderr.log" 2>&1 9>&- ||
+    fail "slurmctld did not start"
+}
+
+start_slurmds() {
+  local name type gpus port started=""
+  while read -r name type gpus port; do
+    pid_alive "$(pidfile "slurm/slurmd-$name.pid")" slurmd && continue
+    mkdir -p "$SLURM_ROOTFS/var/spool/slurmd/$name"
+    in_root /usr/sbin/slurmd -N "$name" </dev/null >>"$SLURM_LOG/slurmd-$name.stderr.log" 2>&1 9>&- ||
+      fail "slurmd $name did not start"
+    started+=" $name"
+  done < <(nodes_list)
+  [ -z "$started" ] || say "started slurmd for:$started"
+}
+
+start_slurmrestd() {
+  local pf
+  pf="$(pidfile slurm/slurmrestd.pid)"
+  pid_alive "$pf" slurmrestd && return
+  say "starting slurmrestd on 127.0.0.1:$SLURMRESTD_PORT"
+  local uid gid
+  uid="$(in_root id -u slurmrestd)" gid="$(in_root id -g slurmrestd)"
+  # slurmrestd refuses root and SlurmUser, and needs SLURM_JWT=daemon to
+  # accept tokens. It does not daemonize: setsid detaches it from this shell.
+  setsid env -i PATH=/usr/sbin:/usr/bin SLURM_JWT=daemon SLURM_CONF=/etc/slurm/slurm.conf \
+    chroot --userspec="$uid:$gid" "$SLURM_ROOTFS" \
+    /usr/sbin/slurmrestd -s openapi/slurmctld "127.0.0.1:$SLURMRESTD_PORT" \
+    </dev/null >>"$SLURM_LOG/slurmrestd.log" 2>&1 9>&- &
+  echo $! >"$pf"
+}
+
+# ---------------------------------------------------------------- checks
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
+  local limit="$1" what="$2" deadline
+  shift 2
+  deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || {
+      show_logs
+      fail "timed out after ${limit}s waiting for $what"
+    }
+    sleep 0.3
+  done
+}
+
+ctld_up() { in_root scontrol ping | grep -q 'is UP'; }
+
+nodes_ready() {
+  local states
+  states="$(in_root sinfo -h -N -p gpu -o '%t')" || return 1
+  [ -n "$states" ] || return 1
+  # Every node idle, allocated or mixed; anything else (down, inval, unk) waits.
+  ! grep -qvE '^(idle|alloc|mix|comp)$' <<<"$states"
+}
+
+rest_up() {
+  curl -fsS -m 5 -H "X-SLURM-USER-NAME: $SLURM_TOKEN_USER" -H "X-SLURM-USER-TOKEN: $(cat "$SLURM_STATE/token")" \
+    "http://127.0.0.1:$SLURMRESTD_PORT/slurm/v0.0.42/ping"
+}
+
+mint_token() {
+  local out
+  out="$(in_root scontrol token username="$SLURM_TOKEN_USER" lifespan="$SLURM_TOKEN_LIFESPAN")" ||
+    fail "scontrol token failed: $out"
+  out="${out#SLURM_JWT=}"
+  (umask 077 && printf '%s' "$out" >"$SLURM_STATE/token")
+}
+
+write_wrappers() {
+  mkdir -p "$SLURM_BIN"
+  local cmd
+  {
+    printf '#!/usr/bin/env bash\n'
+    printf '# Runs a Slurm command inside the local Slurm root (generated by scripts/slurm-up.sh).\n'
+    printf '# The working directory maps to the job view when it lies in the shared folder.\n'
+    printf 'set -euo pipefail\n'
+    printf 'root=%q\nhost_shared=%q\njob_shared=%q\n' "$SLURM_ROOTFS" "$SLURM_HOST_SHARED" "$SLURM_JOB_SHARED"
+    cat <<'EOF'
+[ "$(id -u)" -eq 0 ] || exec sudo -n "$0" "$@"
+dir="$job_shared"
+case "$PWD/" in "$host_shared"/*) dir="$job_shared${PWD#"$host_shared"}" ;; esac
+exec env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 SLURM_CONF=/etc/slurm/slurm.conf \
+  chroot "$root" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$dir" "$@"
+EOF
+  } >"$SLURM_BIN/in-slurm-root"
+  chmod 755 "$SLURM_BIN/in-slurm-root"
+  for cmd in sbatch srun scontrol squeue sinfo scancel sprio; do
+    printf '#!/bin/sh\nexec %q %s "$@"\n' "$SLURM_BIN/in-slurm-root" "$cmd" >"$SLURM_BIN/$cmd"
+    chmod 755 "$SLURM_BIN/$cmd"
+  done
+}
+
+write_env() {
+  local tmp="$SLURM_ENV_FILE.tmp"
+  {
+    printf '# Local Slurm for gavel-slurm tests (written by scripts/slurm-up.sh).\n'
+    printf 'SLURMRESTD_URL=%q\n' "http://127.0.0.1:$SLURMRESTD_PORT"
+    printf 'SLURM_JWT_FILE=%q\n' "$SLURM_STATE/token"
+    printf 'SLURM_USER_NAME=%q\n' "$SLURM_TOKEN_USER"
+    printf 'SLURM_API_VERSION=v0.0.42\n'
+    printf 'SLURM_PARTITION=gpu\n'
+    printf 'SLURM_GPU_NODES=%q\n' "$SLURM_GPU_NODES"
+    printf 'SBATCH=%q\nSRUN=%q\nSCONTROL=%q\nSQUEUE=%q\nSINFO=%q\nSCANCEL=%q\n' \
+      "$SLURM_BIN/sbatch" "$SLURM_BIN/srun" "$SLURM_BIN/scontrol" "$SLURM_BIN/squeue" \
+      "$SLURM_BIN/sinfo" "$SLURM_BIN/scancel"
+    printf 'SLURM_SHARED_DIR=%q\n' "$SLURM_HOST_SHARED"
+    printf 'SLURM_SHARED_DIR_IN_JOB=%q\n' "$SLURM_JOB_SHARED"
+    printf 'SLURM_LOG_DIR=%q\n' "$SLURM_LOG"
+  } >"$tmp"
+  mv "$tmp" "$SLURM_ENV_FILE"
+}
+
+# ---------------------------------------------------------------- main
+build_root
+mount_root
+install_packages
+configure_root
+
+hash="$(config_hash)"
+if [ -f "$SLURM_STATE/running-config" ] && [ "$(cat "$SLURM_STATE/running-config")" != "$hash" ]; then
+  say "configuration changed: restarting the Slurm daemons"
+  stop_slurm_daemons
+fi
+printf '%s\n' "$hash" >"$SLURM_STATE/running-config"
+
+start_munge
+wait_for 10 "munged" test -S "$SLURM_ROOTFS/run/munge/munge.socket.2"
+start_slurmctld
+wait_for 30 "slurmctld to answer" ctld_up
+start_slurmds
+wait_for 60 "every node to be idle" nodes_ready
+mint_token
+start_slurmrestd
+wait_for 20 "slurmrestd to answer with the token" rest_up
+write_wrappers
+write_env
+
+say "up in $((SECONDS - started_at))s: $(in_root sinfo -h -N -p gpu -o '%N' | wc -l) nodes, REST http://127.0.0.1:$SLURMRESTD_PORT, env in $SLURM_ENV_FILE"
