@@ -35,7 +35,8 @@ type Config struct {
 type Slurm struct {
 	// RestURL is slurmrestd's base URL, e.g. http://127.0.0.1:6820.
 	RestURL string
-	// APIVersion is the slurmrestd data-parser version, e.g. "v0.0.41".
+	// APIVersion is the slurmrestd data-parser version, e.g. "v0.0.41";
+	// empty tries every supported version, newest first.
 	APIVersion string
 	// TokenFile holds the JWT sent as X-SLURM-USER-TOKEN; read at every
 	// request so a rotated token is picked up without a restart.
@@ -97,7 +98,6 @@ func Default() Config {
 	return Config{
 		Slurm: Slurm{
 			RestURL:    "http://127.0.0.1:6820",
-			APIVersion: "v0.0.41",
 			TokenFile:  "/etc/gavel-slurm/slurm.jwt",
 			User:       "slurm",
 			Partitions: []string{"gpu"},
@@ -314,7 +314,7 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.Slurm.RestURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("slurm.rest_url", "%q is not an http(s) URL", c.Slurm.RestURL)
 	}
-	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
+	if c.Slurm.APIVersion != "" && !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
 		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.41", c.Slurm.APIVersion)
 	}
 	if c.Slurm.TokenFile == "" {

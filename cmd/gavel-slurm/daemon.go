@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
+	"github.com/gavel-slurm/gavel-slurm/etc"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/config"
+	"github.com/gavel-slurm/gavel-slurm/internal/daemon"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+)
+
+func init() {
+	register("daemon", subcommand{
+		summary: "run the scheduler beside slurmctld (round loop, HTTP API, metrics)",
+		run: func(args []string) int {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDaemon(ctx, args, os.Stderr, nil)
+		},
+	})
+}
+
+// daemonFlags maps each override flag to its configuration key.
+var daemonFlags = []struct{ flag, key, usage string }{
+	{"slurmrestd-url", "slurm.rest_url", "slurmrestd base URL"},
+	{"token-file", "slurm.token_file", "file holding the slurmrestd JWT"},
+	{"partitions", "slurm.partitions", "comma-separated partitions to schedule"},
+	{"policy", "scheduler.policy", "allocation policy (Gavel name)"},
+	{"round", "scheduler.round", "round length, such as 20s or 6m"},
+	{"state-dir", "daemon.state_dir", "directory of the state database"},
+	{"listen", "daemon.listen", "API address: host:port or unix:/path"},
+}
+
+// loadDaemonConfig reads the file named by --config and applies the flags
+// that were given on top of it.
+func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
+	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", config.DefaultPath, "configuration file (TOML; see etc/gavel-slurm.toml)")
+	values := map[string]*string{}
+	for _, f := range daemonFlags {
+		values[f.key] = fs.String(f.flag, "", f.usage+" (overrides "+f.key+")")
+	}
+	dryRun := fs.Bool("dry-run", false, "decide and log actions without sending them (overrides scheduler.dry_run)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, f := range daemonFlags {
+		if set[f.flag] {
+			if err := cfg.Set(f.key, *values[f.key]); err != nil {
+				return nil, fmt.Errorf("--%s: %w", f.flag, err)
+			}
+		}
+	}
+	if set["dry-run"] && *dryRun {
+		cfg.Scheduler.DryRun = true
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration after flags: %w", err)
+	}
+	return cfg, nil
+}
+
+// runDaemon runs until ctx is done. slurm replaces the slurmrestd client
+// (tests); nil builds one from the configuration.
+func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridge.Slurm) int {
+	cfg, err := loadDaemonConfig(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "daemon: %v\n", err)
+		return 2
+	}
+	level, _ := zerolog.ParseLevel(cfg.Daemon.LogLevel)
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daemon").Logger()
+	if err := serveDaemon(ctx, cfg, log, slurm); err != nil {
+		log.Error().Err(err).Msg("daemon stopped")
+		return 1
+	}
+	return 0
+}
+
+func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, slurm bridge.Slurm) error {
+	var table *throughputs.Table
+	var err error
+	if cfg.Cluster.Throughputs == "physical" {
+		table, err = throughputs.Parse(etc.PhysicalClusterThroughputs)
+	} else {
+		table, err = throughputs.Reference()
+	}
+	if err != nil {
+		return fmt.Errorf("cluster.throughputs: %w", err)
+	}
+	core, err := daemon.NewCore(daemon.Settings{
+		Policy: cfg.Scheduler.Policy, Partitions: cfg.Slurm.Partitions, GPUTypes: cfg.Cluster.GPUTypes,
+		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
+		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
+		GraceSignal: cfg.Scheduler.GraceSignal,
+	}, table)
+	if err != nil {
+		return err
+	}
+	if slurm == nil {
+		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
+			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol}
+		if cfg.Slurm.APIVersion != "" {
+			rc.Versions = []string{cfg.Slurm.APIVersion}
+		}
+		client, err := rest.New(rc)
+		if err != nil {
+			return fmt.Errorf("slurm: %w", err)
+		}
+		slurm = client
+	}
+	st, err := store.Open(cfg.Daemon.StateDir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	board := &api.Board{}
+	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: st, Board: board,
+		Metrics: api.NewMetrics(reg), Log: log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun})
+	if err != nil {
+		return err
+	}
+	ln, err := api.Listen(cfg.Daemon.Listen)
+	if err != nil {
+		return fmt.Errorf("daemon.listen: %w", err)
+	}
+	log.Info().Str("listen", ln.Addr().String()).Str("policy", cfg.Scheduler.Policy).
+		Dur("round", cfg.Scheduler.Round).Strs("partitions", cfg.Slurm.Partitions).
+		Bool("dry_run", cfg.Scheduler.DryRun).Str("state", st.Path()).Msg("starting")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- api.Serve(ctx, ln, api.Handler(board, reg)) }()
+	if err := d.Run(ctx); err != nil {
+		return err
+	}
+	cancel()
+	return <-serveErr
+}
