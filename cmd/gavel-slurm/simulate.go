@@ -470,11 +470,8 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 		}
 		return sim.Run(f.simConfig(table, p.Policy, p.Seed), src)
 	}, progress)
-	for _, o := range outcomes {
-		if o.Err != nil && !o.Saturated() {
-			return fmt.Errorf("%s at %v jobs/h, seed %d: %w", o.Policy, o.Rate, o.Seed, o.Err)
-		}
-	}
+	// Results are written even when some runs failed, so a long sweep is
+	// not lost to one bad point; the failures are reported afterwards.
 	csvPath := filepath.Join(f.out, "sweep.csv")
 	if err := simWriteSweepCSV(csvPath, outcomes); err != nil {
 		return err
@@ -484,6 +481,15 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s and %s\n", csvPath, svgPath)
+	var failed []string
+	for _, o := range outcomes {
+		if o.Err != nil && !o.Saturated() {
+			failed = append(failed, fmt.Sprintf("%s at %v jobs/h, seed %d: %v", o.Policy, o.Rate, o.Seed, o.Err))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d runs failed:\n  %s", len(failed), len(outcomes), strings.Join(failed, "\n  "))
+	}
 	return nil
 }
 
@@ -499,16 +505,16 @@ func simWriteSweepCSV(path string, outcomes []sim.Outcome) (err error) {
 	}()
 	w := csv.NewWriter(file)
 	w.Write([]string{"policy", "rate_jobs_per_h", "seed", "saturated", "avg_jct_h", "p50_jct_h", "p95_jct_h",
-		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s"})
+		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s", "error"})
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, o := range outcomes {
 		row := []string{o.Policy, num(o.Rate), strconv.FormatInt(o.Seed, 10), strconv.FormatBool(o.Saturated())}
 		if r := o.Result; r != nil {
 			row = append(row, num(r.AvgJCT/3600), num(r.P50JCT/3600), num(r.P95JCT/3600), num(r.Makespan/3600),
 				num(r.Utilization["all"]), strconv.Itoa(r.JobsMeasured), num(r.FTF.Mean),
-				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds))
+				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds), "")
 		} else {
-			row = append(row, "", "", "", "", "", "", "", "", "", "")
+			row = append(row, "", "", "", "", "", "", "", "", "", "", o.Err.Error())
 		}
 		w.Write(row)
 	}
