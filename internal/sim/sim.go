@@ -66,6 +66,8 @@ type simulator struct {
 	active []*job // in arrival order
 	byKey  map[string]*job
 	pairs  []*pair
+	// pairByKey finds a planned pair without scanning all pairs.
+	pairByKey map[string]*pair
 
 	plans    [2]rounds.Plan
 	cur      int // index of the plan whose assignments run now
@@ -83,7 +85,7 @@ func Run(cfg Config, src Source) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulation config: %w", err)
 	}
-	s := &simulator{cfg: cfg, types: types, src: src, byKey: map[string]*job{}, typeIdx: map[string]int{}}
+	s := &simulator{cfg: cfg, types: types, src: src, byKey: map[string]*job{}, pairByKey: map[string]*pair{}, typeIdx: map[string]int{}}
 	for i, t := range types {
 		s.typeIdx[t] = i
 	}
@@ -268,6 +270,7 @@ func (s *simulator) addPair(a, b *job) error {
 		return err
 	}
 	s.pairs = append(s.pairs, p)
+	s.pairByKey[p.key] = p
 	return nil
 }
 
@@ -343,6 +346,8 @@ func (s *simulator) dropFinished() {
 		for _, p := range s.pairs {
 			if !p.a.done && !p.b.done {
 				pk = append(pk, p)
+			} else {
+				delete(s.pairByKey, p.key)
 			}
 		}
 		clear(s.pairs[len(pk):])
@@ -465,14 +470,7 @@ func (s *simulator) startTask(plan *rounds.Plan, i int) error {
 	return nil
 }
 
-func (s *simulator) findPair(key string) *pair {
-	for _, p := range s.pairs {
-		if p.key == key {
-			return p
-		}
-	}
-	return nil
-}
+func (s *simulator) findPair(key string) *pair { return s.pairByKey[key] }
 
 // reset builds the policy problem from the jobs in the system, solves it
 // and installs the allocation.

@@ -345,3 +345,30 @@ func TestSweepKeepsOrderAndReportsProgress(t *testing.T) {
 		}
 	}
 }
+
+func TestPackedPolicyRuns(t *testing.T) {
+	// A packing policy gets candidate pairs; the run must complete every
+	// job whether or not it co-locates them.
+	cfg, err := Defaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.GPUs = map[string]int{"v100": 2, "p100": 2, "k80": 2}
+	cfg.PolicyName = "max_min_fairness_packed"
+	gen, err := workload.NewGenerator(cfg.Table, workload.GeneratorOptions{Jobs: 12, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(cfg, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobsMeasured != 12 {
+		t.Errorf("%d jobs finished, want 12", res.JobsMeasured)
+	}
+	for _, j := range res.Jobs {
+		if j.Finish < j.Start || j.Start < 0 {
+			t.Errorf("job %d: start %v finish %v", j.ID, j.Start, j.Finish)
+		}
+	}
+}
