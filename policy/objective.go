@@ -20,6 +20,7 @@ func JobThroughputs(p *Problem, a *Allocation) ([]float64, error) {
 	for i := range p.Jobs {
 		index[p.Jobs[i].ID] = i
 	}
+	pairs := newPairIndex(p)
 	eff := make([]float64, len(p.Jobs))
 	for _, r := range a.Rows {
 		if len(r.Fractions) != len(a.Types) {
@@ -37,7 +38,7 @@ func JobThroughputs(p *Problem, a *Allocation) ([]float64, error) {
 		case 2:
 			ia, okA := index[r.Jobs[0]]
 			ib, okB := index[r.Jobs[1]]
-			pr, swapped := findPair(p, r.Jobs[0], r.Jobs[1])
+			pr, swapped := pairs.find(p, r.Jobs[0], r.Jobs[1])
 			if !okA || !okB || pr == nil {
 				return nil, fmt.Errorf("row %s: not a pair of the problem", r.Key())
 			}
@@ -251,6 +252,7 @@ func VerifyAllocation(p *Problem, a *Allocation, tol float64) error {
 	for i := range p.Jobs {
 		index[p.Jobs[i].ID] = i
 	}
+	pairs := newPairIndex(p)
 	busy := make([]float64, len(p.Jobs))
 	used := make(map[string]float64, len(a.Types))
 	for _, r := range a.Rows {
@@ -260,7 +262,7 @@ func VerifyAllocation(p *Problem, a *Allocation, tol float64) error {
 		var pr *Pair
 		swapped := false
 		if len(r.Jobs) == 2 {
-			if pr, swapped = findPair(p, r.Jobs[0], r.Jobs[1]); pr == nil {
+			if pr, swapped = pairs.find(p, r.Jobs[0], r.Jobs[1]); pr == nil {
 				return fmt.Errorf("row %s: not a pair of the problem", r.Key())
 			}
 		}

@@ -91,7 +91,8 @@ func jobWeight(j *Job) float64 {
 }
 
 // findPair returns the problem's pair entry for jobs a and b and whether the
-// stored order is swapped relative to (a, b).
+// entry lists them in the opposite order. It scans the pairs: callers that
+// look up many rows use newPairIndex instead.
 func findPair(p *Problem, a, b string) (*Pair, bool) {
 	for i := range p.Pairs {
 		pr := &p.Pairs[i]
@@ -103,6 +104,35 @@ func findPair(p *Problem, a, b string) (*Pair, bool) {
 		}
 	}
 	return nil, false
+}
+
+// pairIndex finds pair entries by their member ids in constant time.
+type pairIndex map[[2]string]int
+
+// newPairIndex indexes p's pairs (in both member orders).
+func newPairIndex(p *Problem) pairIndex {
+	idx := make(pairIndex, 2*len(p.Pairs))
+	for i := range p.Pairs {
+		a, b := p.Pairs[i].Jobs[0], p.Pairs[i].Jobs[1]
+		idx[[2]string{a, b}] = i
+		if _, dup := idx[[2]string{b, a}]; !dup {
+			idx[[2]string{b, a}] = -i - 1 // negative: stored swapped
+		}
+	}
+	return idx
+}
+
+// find is findPair through the index.
+func (idx pairIndex) find(p *Problem, a, b string) (*Pair, bool) {
+	i, ok := idx[[2]string{a, b}]
+	switch {
+	case !ok:
+		return nil, false
+	case i < 0:
+		return &p.Pairs[-i-1], true
+	default:
+		return &p.Pairs[i], false
+	}
 }
 
 // newPlacementLP builds the columns and base constraints for p. With packed
