@@ -200,13 +200,12 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		return res
 	}
 	nowS := seconds(now)
-	servers, busy := c.clusterOf(snap)
+	servers := c.clusterOf(snap)
 	if err := c.syncCluster(servers, nowS); err != nil {
 		res.Skipped, res.SkipCause = "cluster: "+err.Error(), "cluster_error"
 		res.Status = c.status(snap, now, &res)
 		return res
 	}
-	_ = busy
 	res.Forget = c.syncJobs(snap, now)
 	c.account(snap, now)
 
@@ -266,10 +265,7 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 	}
 	known := 0
 	missing := 0
-	for id, js := range c.jobs {
-		if js.scale == 0 && js.firstSeen.IsZero() {
-			continue
-		}
+	for id := range c.jobs {
 		known++
 		jid, err := parseJobID(id)
 		if err != nil {
@@ -345,16 +341,14 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 
 // clusterOf lists the servers the mechanism may place managed jobs on:
 // usable nodes, with the GPUs held by unmanaged jobs taken out.
-func (c *Core) clusterOf(snap *bridge.Snapshot) ([]rounds.Server, map[string]int) {
+func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 	unmanaged := map[string]int{}
-	busy := map[string]int{}
 	for _, j := range snap.Jobs {
 		if j.State != bridge.JobRunning && j.State != bridge.JobSuspended {
 			continue
 		}
 		per := perNode(j)
 		for _, n := range j.RunningNodes {
-			busy[n] += per
 			if ok, _ := c.eligible(j); !ok {
 				unmanaged[n] += per
 			}
@@ -369,7 +363,7 @@ func (c *Core) clusterOf(snap *bridge.Snapshot) ([]rounds.Server, map[string]int
 			servers = append(servers, rounds.Server{ID: n.Name, Type: n.GPUType, GPUs: g})
 		}
 	}
-	return servers, busy
+	return servers
 }
 
 func perNode(j bridge.Job) int {
