@@ -11,6 +11,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -81,6 +82,13 @@ type jobState struct {
 	// requeueSent is set once the grace period's requeue was sent this
 	// round, so mid-round checks do not repeat it.
 	requeueSent bool
+	// heldByDaemon is set while the job's hold is one the daemon sent
+	// (journaled); any other hold belongs to the user or an admin and is
+	// never released by the daemon.
+	heldByDaemon bool
+	// heldBy is non-empty ("held by user") while such a foreign hold keeps
+	// the job out of scheduling.
+	heldBy string
 }
 
 // Core is the pure scheduling state of the daemon. One goroutine drives
@@ -132,7 +140,8 @@ func (c *Core) Restore(records map[string]store.JobRecord, round uint64) {
 	c.round = round
 	for id, r := range records {
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
-			decision: r.LastDecision, reason: r.Reason, graceStart: r.GraceStart, graceTarget: r.GraceTarget}
+			decision: r.LastDecision, reason: r.Reason, graceStart: r.GraceStart, graceTarget: r.GraceTarget,
+			heldByDaemon: r.HeldByDaemon}
 		if js.received == nil {
 			js.received = map[string]float64{}
 		}
@@ -233,6 +242,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	c.plan = plan
 	res.Actions, res.Preemptions = c.translate(snap, plan, now)
+	c.noteHolds(res.Actions)
 	c.lastRound = now
 	res.Records = c.records(now)
 	res.Status = c.status(snap, now, &res)
@@ -425,6 +435,30 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		id := j.ID.String()
 		seen[id] = true
 		js := c.jobs[id]
+		if js != nil && j.State == bridge.JobPending && !j.Held {
+			// Whatever hold the daemon sent is gone; a later hold is
+			// someone else's.
+			js.heldByDaemon = false
+		}
+		if j.State == bridge.JobPending && j.Held && (js == nil || !js.heldByDaemon) {
+			// Held by its user or an admin: left as Slurm has it and kept
+			// out of the allocation until released.
+			if js == nil {
+				js = &jobState{id: id, firstSeen: now, received: map[string]float64{}}
+				c.jobs[id] = js
+				c.order = append(c.order, id)
+			}
+			js.heldBy = holdOwner(j)
+			js.decision, js.reason = "", js.heldBy
+			if js.scale != 0 {
+				c.mech.RemoveJob(id, nowS) //nolint:errcheck // known to the mechanism
+				js.scale = 0
+			}
+			continue
+		}
+		if js != nil {
+			js.heldBy = ""
+		}
 		if js != nil && js.scale != 0 {
 			continue // already in the mechanism
 		}
@@ -457,6 +491,52 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 	}
 	c.order = kept
 	return forget
+}
+
+// holdOwner says whose hold keeps a job the daemon did not hold.
+func holdOwner(j bridge.Job) string {
+	if j.Reason == "JobHeldAdmin" {
+		return "held by admin"
+	}
+	return "held by user"
+}
+
+// noteHolds records which jobs the daemon itself holds after actions are
+// sent, so that their holds are told apart from the users'.
+func (c *Core) noteHolds(actions []Action) {
+	for _, a := range actions {
+		js := c.jobs[a.Job.String()]
+		if js == nil {
+			continue
+		}
+		switch a.Kind {
+		case bridge.ActHold, bridge.ActRequeueHold:
+			js.heldByDaemon = true
+		case bridge.ActRelease:
+			js.heldByDaemon = false
+		}
+	}
+}
+
+// RestoreHolds replays the journaled holds and releases that the persisted
+// records may not reflect yet (a crash between sending and persisting), in
+// journal order. Failed entries changed nothing in Slurm and are skipped.
+// Call after Restore, before the first Step.
+func (c *Core) RestoreHolds(entries []store.Entry, records map[string]store.JobRecord) {
+	for _, e := range entries {
+		if e.State == store.Failed {
+			continue
+		}
+		js := c.jobs[e.JobID]
+		if js == nil || e.Created.Before(records[e.JobID].UpdatedAt) {
+			continue
+		}
+		var a Action
+		if err := json.Unmarshal(e.Payload, &a); err != nil {
+			continue
+		}
+		c.noteHolds([]Action{a})
+	}
 }
 
 // estimate returns a job's throughput per cluster type and where it came
@@ -644,7 +724,7 @@ func (c *Core) records(now time.Time) []store.JobRecord {
 		js := c.jobs[id]
 		rec := store.JobRecord{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now,
-			GraceStart: js.graceStart, GraceTarget: js.graceTarget}
+			GraceStart: js.graceStart, GraceTarget: js.graceTarget, HeldByDaemon: js.heldByDaemon}
 		if len(js.throughputs) > 0 {
 			rec.Estimates = map[string]store.Estimate{}
 			for t, v := range js.throughputs {
@@ -701,7 +781,13 @@ func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Sta
 		js := JobStatusOf(j)
 		if ok, why := c.eligible(j); !ok {
 			js.Reason = why
-		} else if s := c.jobs[j.ID.String()]; s != nil && s.scale != 0 {
+		} else if s := c.jobs[j.ID.String()]; s != nil && s.heldBy != "" && j.Held {
+			js.Managed = true
+			js.Model = s.model
+			js.Reason = s.heldBy
+			js.Received = copyMap(s.received)
+			js.SinceArrival = now.Sub(s.firstSeen).Seconds()
+		} else if s != nil && s.scale != 0 {
 			res.Managed++
 			js.Managed = true
 			js.Model = s.model

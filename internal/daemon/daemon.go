@@ -73,6 +73,11 @@ func New(deps Deps) (*Daemon, error) {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
 	deps.Core.Restore(records, round)
+	entries, err := deps.Store.Recent(0)
+	if err != nil {
+		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	deps.Core.RestoreHolds(entries, records)
 	return &Daemon{Deps: deps}, nil
 }
 

@@ -590,3 +590,86 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return data
 }
+
+func TestHoldsOfUsersAndAdminsAreLeftAlone(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:2")
+	userHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldUser"})
+	adminHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldAdmin"})
+	free := h.submit(resnet, 1)
+
+	// Round 1: GPUs are free, yet the held jobs are neither released nor
+	// given a type; only the free job is scheduled.
+	h.d.RunRound(context.Background())
+	applied := h.slurm.Applied()
+	for _, id := range []bridge.JobID{userHeld, adminHeld} {
+		if got := kinds(applied, id); len(got) != 0 {
+			t.Errorf("held job %d got %v", id, got)
+		}
+		if j := h.job(id); !j.Held || j.Constraints != "" {
+			t.Errorf("held job %d changed: %+v", id, j)
+		}
+	}
+	if rows := h.board.Allocation().Rows; len(rows) != 1 || rows[free.String()] == nil {
+		t.Errorf("allocation rows %v, want only the free job", rows)
+	}
+	want := map[string]string{userHeld.String(): "held by user", adminHeld.String(): "held by admin"}
+	for _, js := range h.board.Status().Jobs {
+		if w, ok := want[js.JobID]; ok && (js.Reason != w || !js.Managed) {
+			t.Errorf("job %s: reason %q managed=%v, want %q", js.JobID, js.Reason, js.Managed, w)
+		}
+	}
+
+	// Once the user releases it, the job is scheduled like any other.
+	if err := h.slurm.Apply(context.Background(), bridge.Action{Kind: bridge.ActRelease, Job: userHeld}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if j := h.job(userHeld); j.Constraints != "v100" || j.Priority != RunPriority {
+		t.Errorf("released job not scheduled: %+v", j)
+	}
+	if got := kinds(h.slurm.Applied(), adminHeld); len(got) != 0 {
+		t.Errorf("admin-held job got %v", got)
+	}
+}
+
+func TestDaemonHoldsAreReleasedEvenAfterACrashBeforePersisting(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	first := h.submit(resnet, 1)
+	second := h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	if !h.job(second).Held {
+		t.Fatal("round 1 should hold the second job")
+	}
+	// The crash came after the hold was journaled and sent but before the
+	// round's records were saved: the record does not know the hold.
+	rec, ok, err := h.store.Job(second.String())
+	if err != nil || !ok {
+		t.Fatalf("record of job %d: %v %v", second, ok, err)
+	}
+	rec.HeldByDaemon, rec.UpdatedAt = false, epoch.Add(-time.Minute)
+	if err := h.store.PutJobs([]store.JobRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.startChosen()
+	// After a round of service for the first job, the second one is due;
+	// the daemon must release its own hold.
+	n := len(h.slurm.Applied())
+	for range 3 {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+		for _, js := range h.board.Status().Jobs {
+			if js.JobID == second.String() && strings.HasPrefix(js.Reason, "held by") {
+				t.Fatalf("the daemon's own hold is taken for a user's: %q", js.Reason)
+			}
+		}
+		h.startChosen()
+	}
+	if got := kinds(h.slurm.Applied()[n:], second); !strings.Contains(strings.Join(got, ","), "release") {
+		t.Errorf("the daemon's own hold was not released: %v", got)
+	}
+	if got := kinds(h.slurm.Applied()[n:], first); !strings.Contains(strings.Join(got, ","), "signal") {
+		t.Errorf("the first job was not preempted: %v", got)
+	}
+}

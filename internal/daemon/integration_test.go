@@ -72,12 +72,12 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Held at submission so Slurm does not start them before the daemon
-	// chooses their type.
+	// Not eligible before the daemon chooses their type (a hold would be
+	// the user's own, which the daemon leaves alone).
 	own := ownJobs{Slurm: client, ids: map[bridge.JobID]bool{}}
 	var managed []bridge.JobID
 	for _, model := range []string{"resnet50-bs64", "a3c", "transformer-bs64"} {
-		id := sbatch(t, "--hold", "--gres=gpu:1", "--comment=gavel: model="+model+" steps=10k")
+		id := sbatch(t, "--begin=now+1hour", "--gres=gpu:1", "--comment=gavel: model="+model+" steps=10k")
 		managed = append(managed, id)
 		own.ids[id] = true
 	}

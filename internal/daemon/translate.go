@@ -150,7 +150,9 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	if snap == nil {
 		return nil
 	}
-	return c.graces(snap, now)
+	out := c.graces(snap, now)
+	c.noteHolds(out)
+	return out
 }
 
 // NextGraceEnd is when the earliest running grace period ends; zero when

@@ -109,7 +109,10 @@ type JobRecord struct {
 	// forgets the requeue.
 	GraceStart  time.Time `json:"grace_start,omitzero"`
 	GraceTarget string    `json:"grace_target,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	// HeldByDaemon is set while the job's hold is one the daemon sent;
+	// other holds are the user's and are left alone.
+	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // PutJobs writes the records in one transaction, replacing earlier ones.
