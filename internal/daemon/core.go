@@ -350,16 +350,22 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 }
 
 // clusterOf lists the servers the mechanism may place managed jobs on:
-// usable nodes, with the GPUs held by unmanaged jobs taken out.
+// usable nodes, less the GPUs that others hold. Others are the unmanaged
+// jobs in the snapshot and, from the node's own count of GPUs in use, jobs
+// the snapshot does not show (those of partitions that share the node).
 func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 	unmanaged := map[string]int{}
+	managed := map[string]int{}
 	for _, j := range snap.Jobs {
 		if j.State != bridge.JobRunning && j.State != bridge.JobSuspended {
 			continue
 		}
 		per := perNode(j)
+		ok, _ := c.eligible(j)
 		for _, n := range j.RunningNodes {
-			if ok, _ := c.eligible(j); !ok {
+			if ok {
+				managed[n] += per
+			} else {
 				unmanaged[n] += per
 			}
 		}
@@ -369,7 +375,8 @@ func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 		if !c.nodeUsable(n) {
 			continue
 		}
-		if g := n.GPUs - unmanaged[n.Name]; g > 0 {
+		others := max(unmanaged[n.Name], n.GPUsUsed-managed[n.Name])
+		if g := n.GPUs - others; g > 0 {
 			servers = append(servers, rounds.Server{ID: n.Name, Type: n.GPUType, GPUs: g})
 		}
 	}

@@ -673,3 +673,24 @@ func TestDaemonHoldsAreReleasedEvenAfterACrashBeforePersisting(t *testing.T) {
 		t.Errorf("the first job was not preempted: %v", got)
 	}
 }
+
+func TestGPUsHeldOutsideTheSnapshotAreNotPlanned(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:2")
+	// A job of another partition holds one of a1's GPUs: the node counts
+	// it in use although the snapshot does not list the job.
+	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 2, GPUsUsed: 1, Partitions: []string{"gpu"}})
+	var jobs []bridge.JobID
+	for range 2 {
+		jobs = append(jobs, h.submit(resnet, 1))
+	}
+	h.d.RunRound(context.Background())
+	chosen := 0
+	for _, id := range jobs {
+		if j := h.job(id); !j.Held && j.Constraints == "v100" {
+			chosen++
+		}
+	}
+	if chosen != 1 {
+		t.Errorf("%d jobs chosen for the one free GPU, want 1", chosen)
+	}
+}
