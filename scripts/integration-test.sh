@@ -35,5 +35,6 @@ set -a
 source .local/slurm/env
 set +a
 
-echo "integration: go test -tags integration ./... against $SLURMRESTD_URL"
-go test -count=1 -tags integration ./...
+echo "integration: go test -tags integration ${INTEGRATION_PACKAGES:-./...} against $SLURMRESTD_URL"
+# INTEGRATION_PACKAGES narrows the run while working on one package.
+go test -count=1 -tags integration ${INTEGRATION_PACKAGES:-./...}
