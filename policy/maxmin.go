@@ -52,11 +52,19 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 			weight[j] = m.jobs[j].weight
 		}
 	}
-	sol, err := m.solve(weight, make([]float64, len(m.jobs)), -1, &stats)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	sol := m.emptySolution()
+	if anyPositive(weight) {
+		if sol, err = m.solve(weight, make([]float64, len(m.jobs)), -1, &stats); err != nil {
+			return nil, fmt.Errorf("%s: %w", pol.name, err)
+		}
 	}
-	return m.allocation(p, pol.name, sol, stats), nil
+	return m.allocation(p, pol.name, sol, stats)
+}
+
+// emptySolution gives no job any time: the answer when no job can run (or
+// there are no jobs), where the LP would have nothing to bound its tau.
+func (m *mmModel) emptySolution() *mmSolution {
+	return &mmSolution{classes: groupBySignature(len(m.jobs), func(int, classKey) classKey { return nil })}
 }
 
 // mmModel is a max-min problem in normalized units, ready to be turned into
@@ -147,7 +155,9 @@ func newMMModel(p *Problem, agnostic, packed bool) (*mmModel, error) {
 		mj.normalizer = normalizer
 		for i, t := range types {
 			v := job.Throughputs[t]
-			if v <= 0 || m.capacity[i] == 0 {
+			// A type with fewer GPUs than the job needs at once cannot run
+			// it at all, whatever fraction of time the LP would grant.
+			if v <= 0 || m.capacity[i] < mj.sf {
 				continue
 			}
 			if agnostic {
@@ -342,11 +352,13 @@ func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats)
 	if tau >= 0 {
 		sol.tau = res.X[tau]
 	}
+	// Values are clipped to [0, 1] and solver noise below 1e-9 is dropped,
+	// as in placementLP.allocation.
 	value := func(col int) float64 {
-		if col < 0 {
+		if col < 0 || res.X[col] < 1e-9 {
 			return 0
 		}
-		return math.Min(1, math.Max(0, res.X[col]))
+		return math.Min(1, res.X[col])
 	}
 	sol.x = make([][]float64, len(xcol))
 	for c := range xcol {
@@ -418,51 +430,15 @@ func (m *mmModel) pairFractions(sol *mmSolution) [][]float64 {
 	return rows
 }
 
-// levels is every job's normalized level under per-job and per-pair rows.
-func (m *mmModel) levels(jobRows, pairRows [][]float64) []float64 {
-	level := make([]float64, len(m.jobs))
-	for j := range m.jobs {
-		for t, r := range m.jobs[j].rate {
-			level[j] += r * jobRows[j][t]
-		}
-	}
-	for i, row := range pairRows {
-		if row == nil {
-			continue
-		}
-		pr := &m.pairs[i]
-		for side := 0; side < 2; side++ {
-			for t, r := range pr.rate[side] {
-				level[pr.jobs[side]] += r * row[t]
-			}
-		}
-	}
-	return level
-}
-
-// minWeightedLevel is min over runnable jobs of level/weight: the objective
-// every max-min policy reports (0 when no job can run).
-func (m *mmModel) minWeightedLevel(level []float64) float64 {
-	best, any := math.Inf(1), false
-	for j := range m.jobs {
-		if m.jobs[j].runnable {
-			best = math.Min(best, level[j]/m.jobs[j].weight)
-			any = true
-		}
-	}
-	if !any {
-		return 0
-	}
-	return best
-}
-
 // allocation turns a solution into the policy's answer: one row per job in
-// problem order, then one row per pair that got time.
-func (m *mmModel) allocation(p *Problem, name string, sol *mmSolution, stats Stats) *Allocation {
+// problem order, then one row per pair that got time. The objective is
+// MinNormalizedThroughput, under the measured throughputs also for the
+// heterogeneity-agnostic variants, so that every max-min policy reports the
+// same quantity.
+func (m *mmModel) allocation(p *Problem, name string, sol *mmSolution, stats Stats) (*Allocation, error) {
 	jobRows := m.jobFractions(sol)
 	pairRows := m.pairFractions(sol)
 	a := &Allocation{Policy: name, Types: m.types, Stats: stats}
-	a.Objective = m.minWeightedLevel(m.levels(jobRows, pairRows))
 	a.Rows = make([]Row, 0, len(p.Jobs))
 	for j := range p.Jobs {
 		a.Rows = append(a.Rows, Row{Jobs: []string{p.Jobs[j].ID}, Fractions: jobRows[j]})
@@ -474,7 +450,11 @@ func (m *mmModel) allocation(p *Problem, name string, sol *mmSolution, stats Sta
 		pair := &p.Pairs[m.pairs[i].problemIndex]
 		a.Rows = append(a.Rows, Row{Jobs: []string{pair.Jobs[0], pair.Jobs[1]}, Fractions: append([]float64(nil), row...)})
 	}
-	return a
+	var err error
+	if a.Objective, err = MinNormalizedThroughput(p, a); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return a, nil
 }
 
 // anyPositive tells whether some fraction is above rounding noise.

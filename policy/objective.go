@@ -84,8 +84,10 @@ func TotalThroughput(p *Problem, a *Allocation) (float64, error) {
 }
 
 // MinNormalizedThroughput is min_j sf_j·eff_j / (w_j·ProportionalThroughput_j)
-// over the jobs that can run somewhere: the max-min fairness objective. A
-// value >= 1 means every job does at least as well as under an equal share.
+// over the jobs that can run somewhere (see CanRun): the max-min fairness
+// objective. A value >= 1 means every job does at least as well as under an
+// equal share. Jobs that no allocation can serve are left out, or one such
+// job would pin the objective of every allocation at 0.
 func MinNormalizedThroughput(p *Problem, a *Allocation) (float64, error) {
 	eff, err := JobThroughputs(p, a)
 	if err != nil {
@@ -95,7 +97,7 @@ func MinNormalizedThroughput(p *Problem, a *Allocation) (float64, error) {
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
 		prop := ProportionalThroughput(p, j)
-		if prop <= 0 {
+		if prop <= 0 || !CanRun(p, j) {
 			continue
 		}
 		best = math.Min(best, float64(jobScale(j))*eff[i]/(jobWeight(j)*prop))
@@ -246,7 +248,8 @@ func StepsPerCost(p *Problem, a *Allocation) (float64, error) {
 // VerifyAllocation checks a against the constraints of the paper's §3.1
 // with tolerance tol: 0 <= X <= 1, each job's time (its own row plus its
 // pairs) sums to at most 1, Σ sf·X <= N_t per type, and no time on a type
-// where the job (or a pair member) has zero throughput.
+// where the job (or a pair member) has zero throughput or that has fewer
+// GPUs than the job's scale factor.
 func VerifyAllocation(p *Problem, a *Allocation, tol float64) error {
 	index := make(map[string]int, len(p.Jobs))
 	for i := range p.Jobs {
@@ -293,6 +296,9 @@ func VerifyAllocation(p *Problem, a *Allocation, tol float64) error {
 				}
 				if tp <= 0 {
 					return fmt.Errorf("row %s type %s: time %g where job %s cannot run", r.Key(), t, x, id)
+				}
+				if p.GPUs[t] < sf {
+					return fmt.Errorf("row %s type %s: time %g for job %s, which needs %d GPUs of the %d there", r.Key(), t, x, id, sf, p.GPUs[t])
 				}
 				busy[index[id]] += x
 			}

@@ -210,6 +210,7 @@ func TestVerifyAllocationCatchesViolations(t *testing.T) {
 	p := obTwoJobs()
 	p.Jobs[1].Throughputs["k80"] = 0
 	p.Pairs = []Pair{{Jobs: [2]string{"a", "b"}, Throughputs: map[string][2]float64{"v100": {2, 1}}}}
+	p.Jobs = append(p.Jobs, Job{ID: "wide", Throughputs: map[string]float64{"v100": 5}, ScaleFactor: 2, Weight: 1})
 	row := func(frac ...float64) Row { return Row{Jobs: []string{"a"}, Fractions: frac} }
 	tests := []struct {
 		name string
@@ -224,6 +225,7 @@ func TestVerifyAllocationCatchesViolations(t *testing.T) {
 		{"pair time counts for both", []Row{row(0, 0.6), {Jobs: []string{"b", "a"}, Fractions: []float64{0, 0.4}}, {Jobs: []string{"b"}, Fractions: []float64{0, 0}}}, ""},
 		{"pair over job time", []Row{row(0.5, 0), {Jobs: []string{"a", "b"}, Fractions: []float64{0, 0.6}}}, "job a: time fractions sum to 1.1"},
 		{"unknown pair", []Row{{Jobs: []string{"a", "c"}, Fractions: []float64{0, 0.1}}}, "not a pair"},
+		{"type too small", []Row{{Jobs: []string{"wide"}, Fractions: []float64{0, 0.5}}}, "job wide, which needs 2 GPUs of the 1 there"},
 	}
 	for _, tc := range tests {
 		err := VerifyAllocation(p, &Allocation{Types: []string{"k80", "v100"}, Rows: tc.rows}, 1e-9)

@@ -63,7 +63,7 @@ func (m *mmModel) addPairs(p *Problem, agnostic bool) error {
 		}
 		for t, name := range m.types {
 			v := pair.Throughputs[name]
-			if m.capacity[t] == 0 || v[0] <= 0 || v[1] <= 0 {
+			if m.capacity[t] < a.sf || v[0] <= 0 || v[1] <= 0 {
 				continue
 			}
 			for side, job := range [2]*mmJob{a, b} {

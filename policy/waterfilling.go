@@ -77,7 +77,7 @@ func (pol *waterFillingPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
-	return m.allocation(p, pol.name, sol, stats), nil
+	return m.allocation(p, pol.name, sol, stats)
 }
 
 // wfGroup is a set of jobs that shares one weight.
@@ -257,8 +257,7 @@ func (m *mmModel) waterFill(groups []wfGroup) (*mmSolution, Stats, error) {
 		}
 	}
 	if last == nil {
-		// Nothing can run: an all-zero solution.
-		last = &mmSolution{classes: groupBySignature(n, func(int, classKey) classKey { return nil })}
+		last = m.emptySolution() // nothing can run
 	}
 	return last, stats, nil
 }

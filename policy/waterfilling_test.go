@@ -120,7 +120,7 @@ func wfCanRise(t *testing.T, p *Problem, a *Allocation, j int) bool {
 		cols[k] = make([]int, len(types))
 		for i, typ := range types {
 			cols[k][i] = -1
-			if p.Jobs[k].Throughputs[typ] > 0 && p.GPUs[typ] > 0 {
+			if p.Jobs[k].Throughputs[typ] > 0 && p.GPUs[typ] >= p.Jobs[k].ScaleFactor {
 				cols[k][i] = lp.AddColumn(0, 1, 0)
 			}
 		}
