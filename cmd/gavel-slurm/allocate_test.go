@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,14 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		{"unknown type", []string{"--policy", "isolated", "--input", allocTestFile(t, `{"cluster": {"v100": 1}, "jobs": [{"id": "7", "throughputs": {"a100": 1}}]}`)}, "", 2, `jobs[0] (id "7"): throughputs: unknown GPU type "a100"`},
 		{"bad flag", []string{"--polcy", "isolated"}, "", 2, "flag provided but not defined"},
 		{"both sources", []string{"--sample", "--input", good}, "", 2, "exclusive"},
+		{"negative throughput", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": -2}}]}`, 2, `jobs[0] (id "a"): throughputs: "v100": negative value -2`},
+		{"negative steps", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "steps_remaining": -1}]}`, 2, `jobs[0] (id "a"): steps_remaining: negative value -1`},
+		{"negative GPU count", []string{"--input", "-"}, `{"cluster": {"v100": -1}, "jobs": []}`, 2, `cluster: "v100": count -1`},
+		{"NaN literal", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": NaN}}]}`, 2, "line 1, column 71: invalid character 'N'"},
+		{"NaN as a string", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": "NaN"}}]}`, 2, "cannot use a JSON string here"},
+		{"scale factor too large", []string{"--input", "-"}, `{"cluster": {"v100": 2, "k80": 4}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "scale_factor": 8}]}`, 2, `jobs[0] (id "a"): scale_factor 8 exceeds every GPU type's count (largest 4)`},
+		{"duplicate ids", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}}, {"id": "a", "throughputs": {"v100": 1}}]}`, 2, `jobs[1] (id "a"): duplicate id (first used by jobs[0])`},
+		{"truncated JSON", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [`, 2, "unexpected end of input"},
 		{"infeasible SLO", []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", allocTestFile(t,
 			`{"cluster": {"v100": 1}, "costs": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1}, "steps_remaining": 100, "slo": 10}]}`)}, "", 1, "job a: SLO"},
 	}
@@ -111,5 +120,62 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 				t.Errorf("stderr is not one line: %q", errOut)
 			}
 		})
+	}
+}
+
+func TestAllocateJSONShapeAndPairKeys(t *testing.T) {
+	// Two jobs that run better together on the one GPU: the pair row is
+	// keyed "a+b", and the output has exactly the documented fields.
+	problem := `{"cluster": {"v100": 1}, "jobs": [
+	  {"id": "a", "throughputs": {"v100": 10}}, {"id": "b", "throughputs": {"v100": 4}}],
+	  "pairs": [{"jobs": ["a", "b"], "throughputs": {"v100": [8, 3.2]}}]}`
+	code, out, errOut := allocTestRun([]string{"--policy", "max_min_fairness_packed", "--input", "-", "--json"}, problem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &fields); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	for _, key := range []string{"policy", "objective", "allocation", "solve_seconds"} {
+		if _, ok := fields[key]; !ok {
+			t.Errorf("output lacks %q:\n%s", key, out)
+		}
+	}
+	var got struct {
+		Objective    float64                       `json:"objective"`
+		Allocation   map[string]map[string]float64 `json:"allocation"`
+		SolveSeconds float64                       `json:"solve_seconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	// Together each job runs at 80% of its solo rate, the whole time; the
+	// equal share would give each the whole GPU, so the objective is 0.8.
+	if x := got.Allocation["a+b"]["v100"]; math.Abs(x-1) > 1e-6 {
+		t.Errorf("pair a+b gets %v of the v100, want 1 (allocation %v)", x, got.Allocation)
+	}
+	if math.Abs(got.Objective-0.8) > 1e-6 {
+		t.Errorf("objective %v, want 0.8", got.Objective)
+	}
+	if got.SolveSeconds <= 0 {
+		t.Errorf("solve_seconds %v", got.SolveSeconds)
+	}
+}
+
+func TestAllocateEmptyProblem(t *testing.T) {
+	for _, name := range []string{"max_min_fairness_perf", "finish_time_fairness_perf", "fifo"} {
+		code, out, errOut := allocTestRun([]string{"--policy", name, "--input", "-", "--json"}, `{"cluster": {"v100": 4}, "jobs": []}`)
+		if code != 0 {
+			t.Errorf("%s: exit %d: %s", name, code, errOut)
+			continue
+		}
+		var got struct {
+			Objective  *float64                      `json:"objective"`
+			Allocation map[string]map[string]float64 `json:"allocation"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Objective == nil || *got.Objective != 0 || len(got.Allocation) != 0 {
+			t.Errorf("%s: got %s (decode error %v)", name, out, err)
+		}
 	}
 }
