@@ -17,10 +17,15 @@ exec 9>"$SLURM_STATE/lock"
 flock 9
 
 started_at=$SECONDS
-# The env file promises a working stack; withdraw it until that holds again.
-rm -f "$SLURM_ENV_FILE"
+# Bad settings stop here, before anything changes: a running stack and its
+# env file stay as they are.
+nodes_list >/dev/null || exit 1
 
+# From here on a failure means the stack may not work: withdraw the env file,
+# which promises a working stack to tests.
+SLURM_WITHDRAW_ENV_ON_FAIL=1
 on_error() {
+  rm -f "$SLURM_ENV_FILE"
   printf '\nslurm: start FAILED (line %s); daemon logs follow\n' "$1" >&2
   show_logs
 }
@@ -167,14 +172,14 @@ start_munge() {
   uid="$(in_root id -u munge)" gid="$(in_root id -g munge)"
   env -i PATH=/usr/sbin:/usr/bin chroot --userspec="$uid:$gid" "$SLURM_ROOTFS" \
     /usr/sbin/munged --pid-file=/run/munge/munged.pid --log-file=/var/log/munge/munged.log \
-    </dev/null >>"$SLURM_LOG/munged.stderr.log" 2>&1 9>&- || fail "munged did not start"
+    </dev/null >>"$SLURM_LOG/munged.stderr.log" 2>&1 9>&- || fail_with_logs "munged did not start"
 }
 
 start_slurmctld() {
   pid_alive "$(pidfile slurm/slurmctld.pid)" slurmctld && return
   say "starting slurmctld (port $SLURMCTLD_PORT)"
   in_root /usr/sbin/slurmctld </dev/null >>"$SLURM_LOG/slurmctld.stderr.log" 2>&1 9>&- ||
-    fail "slurmctld did not start"
+    fail_with_logs "slurmctld did not start"
 }
 
 start_slurmds() {
@@ -183,7 +188,7 @@ start_slurmds() {
     pid_alive "$(pidfile "slurm/slurmd-$name.pid")" slurmd && continue
     mkdir -p "$SLURM_ROOTFS/var/spool/slurmd/$name"
     in_root /usr/sbin/slurmd -N "$name" </dev/null >>"$SLURM_LOG/slurmd-$name.stderr.log" 2>&1 9>&- ||
-      fail "slurmd $name did not start"
+      fail_with_logs "slurmd $name did not start"
     started+=" $name"
   done < <(nodes_list)
   [ -z "$started" ] || say "started slurmd for:$started"
@@ -295,6 +300,7 @@ configure_root
 hash="$(config_hash)"
 if [ -f "$SLURM_STATE/running-config" ] && [ "$(cat "$SLURM_STATE/running-config")" != "$hash" ]; then
   say "configuration changed: restarting the Slurm daemons"
+  rm -f "$SLURM_ENV_FILE"
   stop_slurm_daemons
 fi
 printf '%s\n' "$hash" >"$SLURM_STATE/running-config"

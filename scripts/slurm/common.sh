@@ -46,6 +46,9 @@ SLURM_LOG_IN_ROOT="/var/log/slurm"
 say() { printf 'slurm: %s\n' "$*"; }
 fail() {
   printf 'slurm: ERROR: %s\n' "$*" >&2
+  # slurm-up.sh sets this once it starts changing things: the stack may then
+  # be broken, so the env file must not promise otherwise.
+  [ -z "${SLURM_WITHDRAW_ENV_ON_FAIL:-}" ] || rm -f "$SLURM_ENV_FILE"
   exit 1
 }
 
@@ -103,6 +106,11 @@ umount_all() {
   for m in $(mounts_under); do
     umount "$m" 2>/dev/null || umount -l "$m" || fail "cannot unmount $m"
   done
+}
+
+fail_with_logs() {
+  show_logs
+  fail "$@"
 }
 
 # show_logs prints the tail of every daemon log, to explain a failure.
