@@ -36,5 +36,7 @@ source .local/slurm/env
 set +a
 
 echo "integration: go test -tags integration ${INTEGRATION_PACKAGES:-./...} against $SLURMRESTD_URL"
-# INTEGRATION_PACKAGES narrows the run while working on one package.
-go test -count=1 -tags integration ${INTEGRATION_PACKAGES:-./...}
+# INTEGRATION_PACKAGES narrows the run while working on one package. -p 1:
+# the packages share one small cluster, so they take turns rather than
+# competing for its GPUs.
+go test -count=1 -p 1 -timeout 40m -tags integration ${INTEGRATION_PACKAGES:-./...}
