@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
@@ -176,11 +178,28 @@ func (s *simulator) loop() error {
 				return err
 			}
 			if len(s.tasks) == 0 {
-				return fmt.Errorf("%d jobs wait but none can be scheduled", len(s.active))
+				return fmt.Errorf("%d jobs wait but none can be scheduled (%s)", len(s.active), s.waitReasons(3))
 			}
 		}
 	}
 	return nil
+}
+
+// waitReasons renders the current plan's reasons for the first n jobs,
+// so a stuck run says what kept them off the GPUs.
+func (s *simulator) waitReasons(n int) string {
+	var b strings.Builder
+	ds := s.plans[s.cur].Decisions
+	for i := range ds[:min(n, len(ds))] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "job %s: %s", ds[i].Job, ds[i].Reason)
+	}
+	if len(ds) > n {
+		fmt.Fprintf(&b, "; %d more", len(ds)-n)
+	}
+	return b.String()
 }
 
 // admit adds every job that has arrived by now.
@@ -521,5 +540,65 @@ func (s *simulator) reset() error {
 		return errors.New("policy returned no allocation")
 	}
 	s.res.Allocations++
+	if alloc, err = s.matchRows(alloc); err != nil {
+		return fmt.Errorf("allocation of %s: %w", s.pol.Name(), err)
+	}
 	return s.mech.SetAllocation(alloc, s.now)
+}
+
+// matchRows checks alloc against the problem just solved and returns it
+// in the form the mechanism needs: every row names a job or an offered
+// pair, spelled as the simulator registered it; every job has a row; every
+// offered pair has one (zero when the policy left it out).
+//
+// Spelling: a pair row's fractions do not depend on the order of its
+// members, but the mechanism finds rows by key and would drop a row naming
+// "b+a" for the pair "a+b", leaving both members without allocation
+// (gandiva draws its pairs in random order).
+//
+// Missing pair rows: policies list only the pairs they use, while the
+// mechanism treats a combination without a row as arrived after the
+// reset: when it wins GPUs at priority 0 it holds them idle for the round
+// and keeps its members off them. The reference's allocation covers every
+// combination, so the simulator adds the zero rows.
+//
+// The allocation is copied before it is changed: policies may keep theirs.
+func (s *simulator) matchRows(alloc *policy.Allocation) (*policy.Allocation, error) {
+	out := *alloc
+	out.Rows = slices.Clone(alloc.Rows)
+	seen := make(map[string]bool, len(alloc.Rows))
+	for i, row := range out.Rows {
+		switch len(row.Jobs) {
+		case 1:
+			if s.byKey[row.Jobs[0]] == nil {
+				return nil, fmt.Errorf("row %d names job %q, which is not in the system", i, row.Jobs[0])
+			}
+		case 2:
+			if s.pairByKey[row.Key()] != nil {
+				break
+			}
+			if s.pairByKey[rounds.PairKey(row.Jobs[1], row.Jobs[0])] == nil {
+				return nil, fmt.Errorf("row %d names pair %q, which was not offered", i, row.Key())
+			}
+			out.Rows[i].Jobs = []string{row.Jobs[1], row.Jobs[0]}
+		default:
+			return nil, fmt.Errorf("row %d names %d jobs, want 1 or 2", i, len(row.Jobs))
+		}
+		key := out.Rows[i].Key()
+		if seen[key] {
+			return nil, fmt.Errorf("two rows for %q", key)
+		}
+		seen[key] = true
+	}
+	for _, j := range s.active {
+		if !seen[j.key] {
+			return nil, fmt.Errorf("no row for job %q", j.key)
+		}
+	}
+	for _, p := range s.pairs {
+		if !seen[p.key] {
+			out.Rows = append(out.Rows, policy.Row{Jobs: []string{p.a.key, p.b.key}, Fractions: make([]float64, len(out.Types))})
+		}
+	}
+	return &out, nil
 }
