@@ -12,19 +12,26 @@ import (
 // (t: time since start, R: steps left, eff: effective throughput under X,
 // C: cumulative isolated time, iso: throughput under the isolated 1/n share).
 // ρ_j <= ρ is equivalent to eff_j >= c_j(ρ) = R_j / (ρ·D_j − t_j), which is
-// linear in X for a fixed ρ, so the optimum is found by bisection on ρ over
-// the LP
+// linear in X for a fixed ρ, so the optimum is searched over ρ with the LP
 //
 //	maximize λ  s.t.  eff_j >= λ·c_j(ρ)  for every job with steps left,
 //
-// which is feasible for ρ exactly when λ* >= 1. Each solve also tightens
-// both ends beyond the halving: its allocation X has max_j ρ_j(X) >= the
-// optimum (an upper bound), and since every allocation leaves some job
-// with eff_j <= λ*·c_j, the optimum is at least
-// min_j t_j/D_j + (ρ − t_j/D_j)/λ* (a lower bound). The search stops at a
-// relative gap of 1e-6 and the final allocation is that LP solved at the
-// upper end, so every job gets at least its requirement and spare capacity
-// is spread in proportion to the requirements.
+// which is feasible for ρ exactly when λ* >= 1. The search keeps a bracket
+// [lo, hi] of the optimum and stops at a relative gap of 1e-6:
+//
+//   - lo starts at the largest ρ any job would have with its best placement
+//     to itself, hi at the max ρ of the isolated allocation;
+//   - every LP's allocation X gives hi = min(hi, max_j ρ_j(X));
+//   - an LP with λ* < 1 gives a lower bound from its duals μ: every
+//     allocation has Σ μ_j·eff_j <= λ*·Σ μ_j·c_j(ρ), so no ρ' with
+//     Σ μ_j·c_j(ρ') above that is reachable (see ftfLowerBound);
+//   - the next LP probes lo itself, where feasibility ends the search; it
+//     halves the bracket only when the bound moved little.
+//
+// The first probe usually ends it: some job is behind by so much that its
+// best placement is the optimum, and one LP finds an allocation that gives
+// it that while serving every other job. The answer is the best allocation
+// seen, so every job is within the optimal ρ.
 //
 // Jobs that cannot run on any type of the cluster (zero throughput, or a
 // scale factor above the count of every type where they could run) get an
@@ -51,7 +58,7 @@ func init() {
 // ftfRelativeGap is the relative precision of the optimal max ρ.
 const ftfRelativeGap = 1e-6
 
-// ftfMaxSolves bounds the bisection; halving alone needs about 60 solves to
+// ftfMaxSolves bounds the search; halving alone needs about 60 solves to
 // shrink any double range to 1e-6 relative, and the bound updates need far
 // fewer in practice.
 const ftfMaxSolves = 200
@@ -72,12 +79,18 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 	types := p.Types()
 	var active []ftfJob
 	lo := 0.0 // a lower bound on the optimal max ρ
+	// isolated holds the column values of the isolated allocation, a
+	// feasible point whose max ρ is a first upper bound.
+	isolated := make([]float64, b.lp.NumColumns())
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
 		share := IsolatedShare(p, j)
 		iso := 0.0
 		for k, t := range types {
 			iso += tput(j, t) * share[k]
+			if c := b.units[i].cols[k]; c >= 0 {
+				isolated[c] = share[k]
+			}
 		}
 		rho := themisRho(j.TimeSinceStart, j.StepsRemaining, 1, j.IsolatedTime, iso)
 		if j.StepsRemaining <= 0 {
@@ -112,18 +125,22 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		b.effectiveRow(fj.index, []int{lambda}, []float64{-1}, 0, Inf) // coefficient set per ρ
 	}
 	var stats Stats
-	// solveAt solves the λ-LP at ρ; it returns λ* and the column values.
-	solveAt := func(rho float64) (float64, []float64, error) {
+	// solveAt solves the λ-LP at ρ; it returns λ*, the column values and
+	// the magnitudes of the requirement rows' duals.
+	solveAt := func(rho float64) (float64, []float64, []float64, error) {
 		for n, fj := range active {
-			need := fj.remaining / (rho*fj.isoTime - fj.since)
-			b.setRowCoef(reqRows[n], lambda, -need)
+			b.setRowCoef(reqRows[n], lambda, -fj.need(rho))
 		}
 		res, err := b.lp.Solve()
 		if err != nil {
-			return 0, nil, fmt.Errorf("at ρ = %g: %w", rho, err)
+			return 0, nil, nil, fmt.Errorf("at ρ = %g: %w", rho, err)
 		}
 		noteLP(&stats, b.lp)
-		return res.X[lambda], res.X, nil
+		mu := make([]float64, len(active))
+		for n, r := range reqRows {
+			mu[n] = math.Abs(res.RowDuals[r])
+		}
+		return res.X[lambda], res.X, mu, nil
 	}
 	// maxRho is max_j ρ_j at column values x in the policy's view.
 	maxRho := func(x []float64) float64 {
@@ -138,36 +155,88 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		return worst
 	}
 
-	hi := math.Inf(1)
+	best := isolated
+	hi := maxRho(isolated)
 	rho := lo
-	for iter := 0; iter < ftfMaxSolves; iter++ {
-		lam, x, err := solveAt(rho)
+	for iter := 0; hi-lo > ftfRelativeGap*lo; iter++ {
+		if iter == ftfMaxSolves {
+			return nil, fmt.Errorf("max ρ still in [%g, %g] after %d LPs", lo, hi, iter)
+		}
+		lam, x, mu, err := solveAt(rho)
 		if err != nil {
 			return nil, err
 		}
 		if lam <= 0 {
 			return nil, fmt.Errorf("at ρ = %g no allocation serves every job: %w", rho, ErrInfeasible)
 		}
-		hi = math.Min(hi, maxRho(x))
-		bound := math.Inf(1)
-		for _, fj := range active {
-			base := fj.since / fj.isoTime
-			bound = math.Min(bound, base+(rho-base)/lam)
+		if r := maxRho(x); r < hi {
+			hi, best = r, x
 		}
-		lo = math.Max(lo, math.Min(bound, hi))
-		if hi-lo <= ftfRelativeGap*lo {
-			break
+		if lam < 1 {
+			lo = math.Max(lo, math.Min(ftfLowerBound(active, rho, lam, mu), hi))
 		}
-		rho = (lo + hi) / 2
+		// Probe the lower bound: if it is feasible the search is over.
+		// When the bound moved little, halve the bracket instead, so the
+		// search never crawls.
+		next := lo
+		if lam < 1 && lo-rho < (hi-rho)/4 {
+			next = (lo + hi) / 2
+		}
+		rho = next
 	}
-	_, x, err := solveAt(hi)
-	if err != nil {
-		return nil, err
-	}
-	a := b.allocation(p, name, x)
+	a := b.allocation(p, name, best)
 	a.Stats = stats
 	if a.Objective, err = MaxFinishTimeFairness(p, a); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// need is c_j(ρ) = R_j / (ρ·D_j − t_j), the effective throughput the job
+// needs for ρ_j <= ρ (ρ above t_j/D_j).
+func (fj *ftfJob) need(rho float64) float64 {
+	return fj.remaining / (rho*fj.isoTime - fj.since)
+}
+
+// ftfLowerBound is the lower bound on the optimal max ρ that the λ-LP's
+// duals give when ρ is infeasible (λ* < 1). With μ the duals of the
+// requirement rows, every allocation X has Σ_j μ_j·eff_j(X) <= λ*·Σ_j μ_j·c_j(ρ)
+// (the Lagrangian bound of the LP), and an X with max ρ_j <= r has
+// eff_j >= c_j(r) for every job. So r is a bound whenever
+// g(r) = Σ_j μ_j·c_j(r) > λ*·g(ρ); g falls as r grows, and the bound is the
+// root of g(r) = λ*·g(ρ), found by bisection to double precision. Jobs
+// whose duals vanish do not constrain it: that is what makes it tighter
+// than any single job's bound.
+func ftfLowerBound(active []ftfJob, rho, lam float64, mu []float64) float64 {
+	g := func(r float64) float64 {
+		sum := 0.0
+		for n := range active {
+			if mu[n] > 0 {
+				sum += mu[n] * active[n].need(r)
+			}
+		}
+		return sum
+	}
+	target := lam * g(rho)
+	if !(target > 0) {
+		return rho // no dual information: ρ itself is infeasible
+	}
+	// The root lies above ρ (g(ρ) > target) and below any r where g has
+	// fallen under the target.
+	left, right := rho, 2*rho
+	for g(right) > target {
+		left, right = right, 2*right
+		if math.IsInf(right, 1) {
+			return left
+		}
+	}
+	for k := 0; k < 200 && right-left > 1e-15*right; k++ {
+		mid := (left + right) / 2
+		if g(mid) > target {
+			left = mid
+		} else {
+			right = mid
+		}
+	}
+	return left
 }

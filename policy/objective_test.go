@@ -54,7 +54,7 @@ func obRandomProblem(seed int64, n int) *Problem {
 			continue
 		}
 		pt := map[string][2]float64{}
-		for t := range p.GPUs {
+		for _, t := range p.Types() { // sorted: the draws must not follow map order
 			f := 0.4 + 0.5*rng.Float64()
 			pt[t] = [2]float64{ja.Throughput(t) * f, jb.Throughput(t) * (1.2 - f)}
 		}

@@ -19,6 +19,8 @@ func main() {
 	seed := flag.Int64("seed", 0, "random seed")
 	entities := flag.Int("entities", 0, "spread jobs over this many entities (weights 1..k, alternating fairness/fifo)")
 	pairs := flag.Bool("pairs", false, "add every co-location pair of single-GPU jobs that the table measured")
+	history := flag.Bool("history", false, "give every job an isolated time below its time since start (finish-time fairness inputs)")
+	costs := flag.Bool("costs", false, "add cloud-like prices per GPU-hour and, for every third job, an SLO it can meet")
 	flag.Parse()
 
 	table, err := throughputs.Reference()
@@ -42,7 +44,11 @@ func main() {
 			p.Entities[fmt.Sprintf("e%d", e)] = policy.Entity{Weight: float64(e + 1), Policy: pol}
 		}
 	}
-	models := make([]string, len(p.Jobs))
+	if *costs {
+		// Approximate on-demand prices, $ per GPU-hour.
+		p.Costs = map[string]float64{"k80": 0.90, "p100": 1.46, "v100": 3.06}
+	}
+	var models []string
 	for i := 0; i < *jobs; i++ {
 		tpl := throughputs.Templates[rng.Intn(len(throughputs.Templates))]
 		sf := 1
@@ -60,6 +66,17 @@ func main() {
 		}
 		for _, t := range types {
 			j.Throughputs[t] = table.Isolated(tpl.Model, sf, t)
+		}
+		if *history {
+			j.IsolatedTime = j.TimeSinceStart * (0.2 + 0.8*rng.Float64())
+		}
+		if *costs && i%3 == 0 {
+			// Ten times the time the job needs alone on its fastest type.
+			fastest := 0.0
+			for _, v := range j.Throughputs {
+				fastest = max(fastest, v)
+			}
+			j.SLO = 10 * j.StepsRemaining / fastest
 		}
 		if *entities > 0 {
 			j.Entity = fmt.Sprintf("e%d", rng.Intn(*entities))
