@@ -90,7 +90,9 @@ func runActions(j bridge.Job, t, why string) []Action {
 	if j.Held || j.Priority != RunPriority {
 		add(bridge.Action{Kind: bridge.ActSetPriority, Priority: RunPriority})
 	}
-	if j.Reason == "BeginTime" {
+	// Slurm delays a requeued job's start by about two minutes, and a
+	// release sets that delay again: make it eligible at once, last.
+	if j.Reason == "BeginTime" || (j.Held && j.Restarts > 0) {
 		add(bridge.Action{Kind: bridge.ActBeginNow})
 	}
 	return out
@@ -124,9 +126,7 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 		}
 		why := "grace period over"
 		js.requeueSent = true
-		out = append(out,
-			Action{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: why, Restarts: j.Restarts},
-			Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: why, Restarts: j.Restarts})
+		out = append(out, Action{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: why, Restarts: j.Restarts})
 		target := js.graceTarget
 		if c.plan != nil {
 			if d := c.plan.Find(id); d != nil && d.Type != "" {
@@ -138,7 +138,10 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 			// priority; give it the type the plan chose.
 			after := j
 			after.State, after.Held, after.Priority, after.Reason = bridge.JobPending, true, 0, "JobHeldUser"
+			after.Restarts++
 			out = append(out, runActions(after, target, "restart on "+target)...)
+		} else {
+			out = append(out, Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: why, Restarts: j.Restarts})
 		}
 	}
 	return out

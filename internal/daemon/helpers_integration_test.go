@@ -1,0 +1,181 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+)
+
+// ownPartition creates a partition over the given nodes for one test, so
+// that the daemon under test schedules only that test's jobs; other tests
+// may still run jobs on the same nodes through the shared partition, which
+// the daemon sees as GPUs in use. It is deleted when the test ends, after
+// the test's jobs are cancelled.
+func ownPartition(t *testing.T, env *slurmtest.Env, nodes ...string) string {
+	t.Helper()
+	name := fmt.Sprintf("gt%d%d", os.Getpid()%100000, time.Now().UnixNano()%1000)
+	env.Scontrol(t, "create", "PartitionName="+name, "Nodes="+strings.Join(nodes, ","), "MaxTime=INFINITE", "State=UP")
+	t.Cleanup(func() {
+		env.CancelAll(t)
+		// The partition can only go once its jobs are gone.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, err := runQuiet(env.ScontrolPath, "delete", "PartitionName="+name)
+			if err != nil && strings.Contains(out, "Invalid partition name") {
+				return // already gone (slurmctld restarted)
+			}
+			if err == nil || time.Now().After(deadline) {
+				if err != nil {
+					t.Logf("partition %s left behind: %v: %s", name, err, out)
+				}
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	})
+	return name
+}
+
+// restClient is the daemon's slurmrestd client for one partition, at url
+// (the local slurmrestd unless a test puts a proxy in between).
+func restClient(t *testing.T, env *slurmtest.Env, url, partition string) *rest.Client {
+	t.Helper()
+	c, err := rest.New(rest.Config{URL: url, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
+		Partitions: []string{partition}, Scontrol: env.ScontrolPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// countingSlurm counts the actions handed to Slurm.
+type countingSlurm struct {
+	bridge.Slurm
+	mu    sync.Mutex
+	sent  []bridge.Action
+	calls int
+}
+
+func (c *countingSlurm) Apply(ctx context.Context, a bridge.Action) error {
+	c.mu.Lock()
+	c.sent = append(c.sent, a)
+	c.calls++
+	c.mu.Unlock()
+	return c.Slurm.Apply(ctx, a)
+}
+
+func (c *countingSlurm) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// inProcess is a daemon run inside the test.
+type inProcess struct {
+	d     *Daemon
+	store *store.Store
+	board *api.Board
+	slurm *countingSlurm
+}
+
+func newInProcess(t testing.TB, slurm bridge.Slurm, set Settings) *inProcess {
+	t.Helper()
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := NewCore(set, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := &inProcess{store: st, board: &api.Board{}, slurm: &countingSlurm{Slurm: slurm}}
+	p.d, err = New(Deps{Core: core, Slurm: p.slurm, Store: st, Board: p.board, Log: zerolog.New(io.Discard), Clock: SystemClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run runs the daemon's loop for d and waits for it to stop.
+func (p *inProcess) run(t *testing.T, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := p.d.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkpointScript is a training job stand-in: it counts steps (one every
+// 0.2 s, each logged), on the grace signal saves its count to the shared
+// folder and waits for the requeue, and on every start resumes from the
+// saved count. It ends after total steps.
+func checkpointScript(env *slurmtest.Env, prefix string, total int) string {
+	dir := env.SharedDirInJob
+	return fmt.Sprintf(`#!/bin/bash
+ckpt=%[1]s/%[2]s-$SLURM_JOB_ID.ckpt
+log=%[1]s/%[2]s-$SLURM_JOB_ID.log
+step=0
+[ -f "$ckpt" ] && step=$(cat "$ckpt")
+echo "start $step restarts=${SLURM_RESTART_COUNT:-0}" >>"$log"
+stop=0
+trap 'stop=1' USR1
+while [ $stop -eq 0 ] && [ $step -lt %[3]d ]; do
+  sleep 0.2
+  step=$((step+1))
+  echo "step $step" >>"$log"
+done
+echo $step >"$ckpt.tmp" && mv "$ckpt.tmp" "$ckpt"
+if [ $step -ge %[3]d ]; then echo "done $step" >>"$log"; exit 0; fi
+echo "saved $step" >>"$log"
+while true; do sleep 1; done
+`, dir, prefix, total)
+}
+
+func runQuiet(command string, args ...string) (string, error) {
+	out, err := exec.Command(command, args...).CombinedOutput()
+	return string(out), err
+}
+
+func itoa(id int) string { return fmt.Sprint(id) }
+
+func sum(m map[string]float64) float64 {
+	s := 0.0
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+func findJob(t *testing.T, st api.Status, id int) api.JobStatus {
+	t.Helper()
+	for _, j := range st.Jobs {
+		if j.JobID == itoa(id) {
+			return j
+		}
+	}
+	t.Fatalf("job %d not in the daemon's status", id)
+	return api.JobStatus{}
+}
