@@ -1,0 +1,99 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
+)
+
+// Two 4-GPU jobs share one 4-GPU node, so each is preempted at least once
+// before it finishes. Their scripts save a step counter on the grace signal
+// and resume from it: every step from 1 to the total must run exactly once.
+func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	part := ownPartition(t, env, "p100-1")
+	const steps = 50 // 10 s of work each, against 6 s rounds
+	var jobs []int
+	for _, model := range []string{"resnet50-bs64", "a3c"} {
+		jobs = append(jobs, env.Submit(t, checkpointScript(env, "ckpt", steps),
+			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model))
+	}
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 6 * time.Second,
+		DefaultGrace: time.Second, GraceSignal: "USR1"}
+	p := newInProcess(t, restClient(t, env, env.URL, part), set)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.d.Run(ctx) }()
+	for _, id := range jobs {
+		env.WaitState(t, id, "COMPLETED", 120*time.Second)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	preempted := 0
+	for _, id := range jobs {
+		data, err := os.ReadFile(filepath.Join(env.SharedDir, fmt.Sprintf("ckpt-%d.log", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := checkSteps(string(data), steps)
+		if err != nil {
+			t.Errorf("job %d: %v\n%s", id, err, data)
+		}
+		if runs > 1 {
+			preempted++
+		}
+		if j := env.Job(t, id); j.RestartCount != runs-1 {
+			t.Errorf("job %d started %d times but Slurm counts %d restarts", id, runs, j.RestartCount)
+		}
+	}
+	if preempted == 0 {
+		t.Error("no job was preempted: the test did not exercise the checkpoint")
+	}
+}
+
+// checkSteps reads a checkpointScript log: every step from 1 to total once,
+// each run starting from the count the previous one saved. It returns the
+// number of runs.
+func checkSteps(log string, total int) (runs int, err error) {
+	next, saved := 1, 0
+	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		var n int
+		switch {
+		case scan(line, "start %d", &n):
+			if n != saved {
+				return runs, fmt.Errorf("run %d starts from step %d, the last save was %d", runs+1, n, saved)
+			}
+			runs++
+		case scan(line, "step %d", &n):
+			if n != next {
+				return runs, fmt.Errorf("step %d after step %d: a step was lost or repeated", n, next-1)
+			}
+			next++
+		case scan(line, "saved %d", &n), scan(line, "done %d", &n):
+			if n != next-1 {
+				return runs, fmt.Errorf("saved %d after step %d", n, next-1)
+			}
+			saved = n
+		}
+	}
+	if next-1 != total {
+		return runs, fmt.Errorf("ran %d of %d steps", next-1, total)
+	}
+	return runs, nil
+}
+
+func scan(line, format string, n *int) bool {
+	_, err := fmt.Sscanf(line, format, n)
+	return err == nil
+}
