@@ -13,9 +13,10 @@ import (
 //
 // (a job of scale factor sf pays for sf GPUs; a co-located pair pays for its
 // GPUs once). The Charnes-Cooper transform makes it one exact LP: with
-// s = 1/denominator and y = s·X, maximize Σ T·y subject to Σ cost·sf·y = 1
-// and the allocation constraints with their right-hand sides multiplied by
-// s. The _SLOs variants add Σ_t T[j][t]·X[j][t] >= R_j/SLO_j for every job
+// s = K/denominator and y = s·X, maximize Σ T·y / K subject to
+// Σ cost·sf·y = K and the allocation constraints with their right-hand
+// sides multiplied by s (K, the hourly cost of the whole cluster, only
+// keeps the numbers of the order of 1). The _SLOs variants add Σ_t T[j][t]·X[j][t] >= R_j/SLO_j for every job
 // with an SLO.
 //
 // The ratio is scale-invariant, so its optimum usually includes allocations
@@ -69,8 +70,17 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 			cc.lp.SetObjective(c, cc.lp.obj[c]+cc.effCoefs[i][k])
 		}
 	}
+	// The denominator is normalized to the hourly cost of the whole
+	// cluster rather than to 1: then s and y = s·X are of the order of 1
+	// and X, and the solver's absolute tolerances stay small relative to
+	// them (with a denominator of 1, y shrinks with the cluster's price and
+	// the ratio came out too high by more than the second stage's slack).
+	norm := 0.0
+	for t, n := range p.GPUs {
+		norm += p.Costs[t] * float64(n)
+	}
 	costCols, costCoefs := costForm(p, cc)
-	cc.lp.AddRow(costCols, costCoefs, 1, 1)
+	cc.lp.AddRow(costCols, costCoefs, norm, norm)
 	if slos {
 		if err := addSLORows(p, cc); err != nil {
 			return nil, err
@@ -84,7 +94,7 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 		return nil, err
 	}
 	noteLP(&stats, cc.lp)
-	ratio := res.Objective // steps/s per cost unit/hour
+	ratio := res.Objective / norm // steps/s per cost unit/hour
 
 	// Stage 2: the most throughput among allocations within tolerance of
 	// that ratio: Σ eff - ratio·Σ cost·sf·X >= 0.

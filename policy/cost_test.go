@@ -79,3 +79,34 @@ func TestCostPoliciesReportMissingCostsAndImpossibleSLOs(t *testing.T) {
 		t.Errorf("jointly impossible SLOs: got %v", err)
 	}
 }
+
+func TestCostPolicyKeepsItsSecondStageOnLargeProblems(t *testing.T) {
+	// Hundreds of jobs with SLOs on clusters priced in dollars: the ratio
+	// found by the first LP must be accurate enough for the second LP
+	// (most throughput at that ratio) to be feasible, and every SLO holds.
+	p, _ := mmTableProblem(t, 1024, 1, false)
+	p.Costs = map[string]float64{"k80": 0.90, "p100": 1.46, "v100": 3.06}
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		j.StepsRemaining = 1000 + float64(i*37%100000)
+		if i%3 == 0 {
+			j.SLO = 10 * j.StepsRemaining / j.Throughputs["v100"]
+		}
+	}
+	a := obAllocate(t, "max_sum_throughput_normalized_by_cost_perf_SLOs", p)
+	if a.Stats.LPs != 2 {
+		t.Errorf("%d LPs: the second stage failed", a.Stats.LPs)
+	}
+	if err := VerifyAllocation(p, a, 1e-7); err != nil {
+		t.Error(err)
+	}
+	eff, err := JobThroughputs(p, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Jobs {
+		if j := &p.Jobs[i]; j.SLO > 0 && eff[i] < j.StepsRemaining/j.SLO*(1-1e-6) {
+			t.Errorf("job %s: %g steps/s, its SLO needs %g", j.ID, eff[i], j.StepsRemaining/j.SLO)
+		}
+	}
+}
