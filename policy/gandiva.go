@@ -93,20 +93,7 @@ func (g *gandivaPolicy) Allocate(p *Problem) (*Allocation, error) {
 	}
 
 	units := len(single) + len(g.pairs)
-	share := func(sf int) []float64 {
-		x := make([]float64, len(types))
-		sum := 0.0
-		for k, t := range types {
-			x[k] = float64(p.GPUs[t]) / float64(units) / float64(sf)
-			sum += x[k]
-		}
-		if sum > 1 {
-			for k := range x {
-				x[k] /= sum
-			}
-		}
-		return x
-	}
+	share := func(sf int) []float64 { return equalSlice(p, units, sf) }
 	a := &Allocation{Policy: "gandiva", Types: types}
 	inPair := make(map[int]bool)
 	for _, pr := range g.pairs {

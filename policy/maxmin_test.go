@@ -19,19 +19,6 @@ var mmMaxMinPolicies = []string{
 	"max_min_fairness_water_filling_packed",
 }
 
-func mmAllocate(t *testing.T, name string, p *Problem) *Allocation {
-	t.Helper()
-	pol, err := New(name, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := pol.Allocate(p)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return a
-}
-
 // mmRow returns the row of the allocation with the given key.
 func mmRow(t *testing.T, a *Allocation, key string) map[string]float64 {
 	t.Helper()
@@ -108,7 +95,7 @@ func TestMaxMinPaperHeterogeneityExample(t *testing.T) {
 	}
 	for _, name := range []string{"max_min_fairness_perf", "max_min_fairness_water_filling_perf", "max_min_fairness_packed"} {
 		t.Run(name, func(t *testing.T) {
-			a := mmAllocate(t, name, p)
+			a := obAllocate(t, name, p)
 			for id, types := range want {
 				row := mmRow(t, a, id)
 				for typ, x := range types {
@@ -153,7 +140,7 @@ func TestMaxMinWaterFillingPaperExample(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.policy, func(t *testing.T) {
-			a := mmAllocate(t, tc.policy, p)
+			a := obAllocate(t, tc.policy, p)
 			for i, want := range tc.want {
 				if got := mmRow(t, a, p.Jobs[i].ID)["v100"]; !mmClose(got, want, 1e-6) {
 					t.Errorf("job %d: %.6f, want %.6f", i+1, got, want)
@@ -225,7 +212,7 @@ func TestMaxMinFeasibleOnRandomProblems(t *testing.T) {
 		p := mmRandomProblem(rng, 6+rng.Intn(20), 2+rng.Intn(5), true)
 		for _, name := range mmMaxMinPolicies {
 			t.Run(fmt.Sprintf("seed%d/%s", seed, name), func(t *testing.T) {
-				a := mmAllocate(t, name, p)
+				a := obAllocate(t, name, p)
 				mmCheckFeasible(t, p, a)
 			})
 		}
@@ -312,7 +299,7 @@ func TestMaxMinSharingIncentive(t *testing.T) {
 		for _, name := range mmMaxMinPolicies {
 			agnostic := !strings.Contains(name, "_perf") && !strings.Contains(name, "_packed")
 			t.Run(fmt.Sprintf("seed%d/%s", seed, name), func(t *testing.T) {
-				a := mmAllocate(t, name, p)
+				a := obAllocate(t, name, p)
 				iso := obAllocate(t, "isolated", p)
 				// minLevel is the smallest level over the jobs that can run.
 				minLevel := func(a *Allocation, agnostic bool) float64 {
@@ -346,7 +333,7 @@ func TestMaxMinZeroThroughputGetsNoTime(t *testing.T) {
 	}}
 	for _, name := range mmMaxMinPolicies {
 		t.Run(name, func(t *testing.T) {
-			a := mmAllocate(t, name, p)
+			a := obAllocate(t, name, p)
 			if x := mmRow(t, a, "v100-only")["k80"]; x != 0 {
 				t.Errorf("v100-only job gets %v of a k80", x)
 			}
@@ -511,7 +498,7 @@ func TestMaxMinClassesMatchPerJobLP(t *testing.T) {
 		p := mmRandomProblem(rng, 8+rng.Intn(30), 2+rng.Intn(4), true)
 		for _, tc := range tests {
 			t.Run(fmt.Sprintf("seed%d/%s", seed, tc.policy), func(t *testing.T) {
-				a := mmAllocate(t, tc.policy, p)
+				a := obAllocate(t, tc.policy, p)
 				want := mmPerJobMaxMin(t, p, tc.agnostic, tc.packed)
 				// The policy's own objective, in its own view of the
 				// throughputs (Objective reports measured ones).
@@ -574,7 +561,7 @@ func TestMaxMinPackedClassesOnSymmetricPairs(t *testing.T) {
 			}
 		}
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			a := mmAllocate(t, "max_min_fairness_packed", p)
+			a := obAllocate(t, "max_min_fairness_packed", p)
 			want := mmPerJobMaxMin(t, p, false, true)
 			if !mmClose(a.Objective, want, 1e-6) {
 				t.Errorf("objective %.9f, per-job LP %.9f", a.Objective, want)
@@ -592,8 +579,8 @@ func TestMaxMinPackedNotWorseThanUnpacked(t *testing.T) {
 		rng := rand.New(rand.NewSource(200 + seed))
 		p := mmRandomProblem(rng, 6+rng.Intn(20), 2+rng.Intn(4), true)
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			packed := mmAllocate(t, "max_min_fairness_packed", p)
-			plain := mmAllocate(t, "max_min_fairness_perf", p)
+			packed := obAllocate(t, "max_min_fairness_packed", p)
+			plain := obAllocate(t, "max_min_fairness_perf", p)
 			if packed.Objective < plain.Objective*(1-1e-6) {
 				t.Errorf("packed %.6f below unpacked %.6f", packed.Objective, plain.Objective)
 			}
@@ -609,7 +596,7 @@ func TestMaxMinPackedUsesGoodPairs(t *testing.T) {
 		{ID: "a", Throughputs: map[string]float64{"v100": 10}, ScaleFactor: 1, Weight: 1},
 		{ID: "b", Throughputs: map[string]float64{"v100": 4}, ScaleFactor: 1, Weight: 1},
 	}, Pairs: []Pair{{Jobs: [2]string{"a", "b"}, Throughputs: map[string][2]float64{"v100": {8, 3.2}}}}}
-	a := mmAllocate(t, "max_min_fairness_packed", p)
+	a := obAllocate(t, "max_min_fairness_packed", p)
 	if x := mmRow(t, a, "a+b")["v100"]; !mmClose(x, 1, 1e-6) {
 		t.Errorf("pair row %.6f, want 1", x)
 	}

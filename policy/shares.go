@@ -47,19 +47,21 @@ func ProportionalThroughput(p *Problem, j *Job) float64 {
 // allocation): (N_t / n) / scale factor of type t, scaled down so the row
 // sums to at most 1. Indexed like p.Types().
 func IsolatedShare(p *Problem, j *Job) []float64 {
+	return equalSlice(p, len(p.Jobs), jobScale(j))
+}
+
+// equalSlice is one of units equal slices of the cluster for a unit of sf
+// GPUs: (N_t / units) / sf of every type t, scaled down so the row sums to
+// at most 1 (all zeros when there are no units). Indexed like p.Types().
+func equalSlice(p *Problem, units, sf int) []float64 {
 	types := p.Types()
 	x := make([]float64, len(types))
-	n := len(p.Jobs)
-	if n == 0 {
+	if units == 0 {
 		return x
-	}
-	sf := j.ScaleFactor
-	if sf < 1 {
-		sf = 1
 	}
 	sum := 0.0
 	for i, t := range types {
-		x[i] = float64(p.GPUs[t]) / float64(n) / float64(sf)
+		x[i] = float64(p.GPUs[t]) / float64(units) / float64(sf)
 		sum += x[i]
 	}
 	if sum > 1 {

@@ -39,7 +39,7 @@ func TestWaterFillingEntityWeights(t *testing.T) {
 				Entities: map[string]Entity{"A": {Weight: 2, Policy: tc.policyA}, "B": {Weight: 1, Policy: tc.policyB}},
 				Jobs:     append(wfIdentical("a", 3, "A", 0), wfIdentical("b", 3, "B", 10)...),
 			}
-			a := mmAllocate(t, "max_min_fairness_water_filling_perf", p)
+			a := obAllocate(t, "max_min_fairness_water_filling_perf", p)
 			mmCheckFeasible(t, p, a)
 			var sumA, sumB float64
 			for j := range p.Jobs {
@@ -73,7 +73,7 @@ func TestWaterFillingFIFOInsideEntity(t *testing.T) {
 	want := map[string]float64{"a": 1, "b": 0, "c": 1}
 	for _, name := range []string{"max_min_fairness_water_filling", "max_min_fairness_water_filling_perf", "max_min_fairness_water_filling_packed"} {
 		t.Run(name, func(t *testing.T) {
-			a := mmAllocate(t, name, p)
+			a := obAllocate(t, name, p)
 			for id, x := range want {
 				if got := mmRow(t, a, id)["v100"]; !mmClose(got, x, 1e-6) {
 					t.Errorf("job %s: %.6f, want %v", id, got, x)
@@ -99,7 +99,7 @@ func TestWaterFillingFIFOHeadFillsBeforeNext(t *testing.T) {
 			{ID: "q3", Throughputs: map[string]float64{"v100": 1}, ScaleFactor: 1, Entity: "Q", Arrival: 3},
 		},
 	}
-	a := mmAllocate(t, "max_min_fairness_water_filling_perf", p)
+	a := obAllocate(t, "max_min_fairness_water_filling_perf", p)
 	for id, x := range map[string]float64{"lone": 1, "q1": 1, "q2": 1, "q3": 0} {
 		if got := mmRow(t, a, id)["v100"]; !mmClose(got, x, 1e-6) {
 			t.Errorf("job %s: %.6f, want %v", id, got, x)
@@ -181,7 +181,7 @@ func TestWaterFillingLeavesEveryJobBottlenecked(t *testing.T) {
 	for seed := int64(1); seed <= 8; seed++ {
 		rng := rand.New(rand.NewSource(400 + seed))
 		p := mmRandomProblem(rng, 6+rng.Intn(20), 2+rng.Intn(5), false)
-		flat := mmAllocate(t, "max_min_fairness_perf", p)
+		flat := obAllocate(t, "max_min_fairness_perf", p)
 		for j := range p.Jobs {
 			if wfCanRise(t, p, flat, j) {
 				risers++
@@ -207,7 +207,7 @@ func TestWaterFillingLeavesEveryJobBottlenecked(t *testing.T) {
 			}
 		}
 		t.Run(fmt.Sprintf("seed%d/hierarchical=%v", seed, hier), func(t *testing.T) {
-			a := mmAllocate(t, "max_min_fairness_water_filling_perf", p)
+			a := obAllocate(t, "max_min_fairness_water_filling_perf", p)
 			mmCheckFeasible(t, p, a)
 			for j := range p.Jobs {
 				if wfCanRise(t, p, a, j) {
@@ -217,7 +217,7 @@ func TestWaterFillingLeavesEveryJobBottlenecked(t *testing.T) {
 			// Flat water filling starts from the max-min optimum, so its
 			// minimum is the single LP's.
 			if !hier {
-				flat := mmAllocate(t, "max_min_fairness_perf", p)
+				flat := obAllocate(t, "max_min_fairness_perf", p)
 				if !mmClose(a.Objective, flat.Objective, 1e-6) {
 					t.Errorf("objective %.9f, max-min %.9f", a.Objective, flat.Objective)
 				}
@@ -231,7 +231,7 @@ func TestWaterFillingStatsCountLPs(t *testing.T) {
 	for i, w := range []float64{3, 1, 1, 1} {
 		p.Jobs = append(p.Jobs, Job{ID: fmt.Sprint(i), Throughputs: map[string]float64{"v100": 1}, ScaleFactor: 1, Weight: w})
 	}
-	a := mmAllocate(t, "max_min_fairness_water_filling_perf", p)
+	a := obAllocate(t, "max_min_fairness_water_filling_perf", p)
 	// Two levels of filling: job 0 saturates first, then the rest.
 	if a.Stats.LPs != 2 || a.Stats.Classes != 2 {
 		t.Errorf("stats %+v, want 2 LPs over 2 classes", a.Stats)
