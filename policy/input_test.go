@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -130,4 +131,31 @@ func FuzzDecodeProblem(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestDecodeID(t *testing.T) {
+	tests := []struct {
+		raw, want, err string
+	}{
+		{`"a7"`, "a7", ""},
+		{`"a\"b"`, `a"b`, ""},
+		{`"\u0041x"`, "Ax", ""},
+		{`"job 1"`, "job 1", ""},
+		{`42`, "42", ""},
+		{`-3`, "-3", ""},
+		{`""`, "", "empty"},
+		{`null`, "", "missing"},
+		{``, "", "missing"},
+		{`1.5`, "", "neither a string nor an integer"},
+		{`true`, "", "neither a string nor an integer"},
+	}
+	for _, tc := range tests {
+		got, err := decodeID(json.RawMessage(tc.raw))
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("%s: got %q, %v; want %q", tc.raw, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %q, %v; want an error mentioning %q", tc.raw, got, err, tc.err)
+		}
+	}
 }
