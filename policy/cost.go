@@ -66,9 +66,7 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 	}
 	cc.lp.Maximize()
 	for i := range cc.effCols {
-		for k, c := range cc.effCols[i] {
-			cc.lp.SetObjective(c, cc.lp.obj[c]+cc.effCoefs[i][k])
-		}
+		cc.addThroughputObjective(i, 1)
 	}
 	// The denominator is normalized to the hourly cost of the whole
 	// cluster rather than to 1: then s and y = s·X are of the order of 1
@@ -109,8 +107,8 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 		coefByCol[c] = -ratio * (1 - ratioTolerance) * costCoefs[k]
 	}
 	for i := range b.effCols {
+		b.addThroughputObjective(i, 1)
 		for k, c := range b.effCols[i] {
-			b.lp.SetObjective(c, b.lp.obj[c]+b.effCoefs[i][k])
 			coefByCol[c] += b.effCoefs[i][k]
 		}
 	}

@@ -56,12 +56,10 @@ func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Al
 		}
 		b.effectiveRow(i, []int{z}, []float64{-r / scale}, 0, Inf)
 	}
-	res, err := b.lp.Solve()
+	a, err := b.solve(p, name)
 	if err != nil {
 		return nil, err
 	}
-	a := b.allocation(p, name, res.X)
-	noteLP(&a.Stats, b.lp)
 	if a.Objective, err = Makespan(p, a); err != nil {
 		return nil, err
 	}

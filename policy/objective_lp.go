@@ -265,6 +265,25 @@ func (b *placementLP) effectiveRow(i int, extraCols []int, extraCoefs []float64,
 	b.lp.AddRow(cols, coefs, lo, hi)
 }
 
+// addThroughputObjective adds w·eff_j to the LP's objective.
+func (b *placementLP) addThroughputObjective(j int, w float64) {
+	for k, c := range b.effCols[j] {
+		b.lp.SetObjective(c, b.lp.obj[c]+w*b.effCoefs[j][k])
+	}
+}
+
+// solve solves the LP and returns its allocation, with the LP counted in
+// the allocation's Stats.
+func (b *placementLP) solve(p *Problem, name string) (*Allocation, error) {
+	res, err := b.lp.Solve()
+	if err != nil {
+		return nil, err
+	}
+	a := b.allocation(p, name, res.X)
+	noteLP(&a.Stats, b.lp)
+	return a, nil
+}
+
 // effective evaluates each job's effective throughput at column values x.
 func (b *placementLP) effective(x []float64) []float64 {
 	eff := make([]float64, len(b.effCols))

@@ -52,17 +52,12 @@ func shortestJobFirst(p *Problem) (*Allocation, error) {
 	b.lp.Maximize()
 	m := float64(len(order))
 	for rank, i := range order {
-		w := (m - float64(rank)) / fastest[i]
-		for k, c := range b.effCols[i] {
-			b.lp.SetObjective(c, b.lp.obj[c]+w*b.effCoefs[i][k])
-		}
+		b.addThroughputObjective(i, (m-float64(rank))/fastest[i])
 	}
-	res, err := b.lp.Solve()
+	a, err := b.solve(p, name)
 	if err != nil {
 		return nil, err
 	}
-	a := b.allocation(p, name, res.X)
-	noteLP(&a.Stats, b.lp)
 	a.Objective, err = ShortestCompletion(p, a)
 	return a, err
 }

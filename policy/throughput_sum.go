@@ -17,16 +17,12 @@ func maxSumThroughput(p *Problem, name string) (*Allocation, error) {
 	}
 	b.lp.Maximize()
 	for i := range b.effCols {
-		for k, c := range b.effCols[i] {
-			b.lp.SetObjective(c, b.effCoefs[i][k])
-		}
+		b.addThroughputObjective(i, 1)
 	}
-	res, err := b.lp.Solve()
+	a, err := b.solve(p, name)
 	if err != nil {
 		return nil, err
 	}
-	a := b.allocation(p, name, res.X)
-	noteLP(&a.Stats, b.lp)
 	if a.Objective, err = TotalThroughput(p, a); err != nil {
 		return nil, err
 	}
