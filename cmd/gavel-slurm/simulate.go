@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type simFlags struct {
 	seeds                          []int64
 	out                            string
 	parallel                       int
+	cpuProfile                     string
 }
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
@@ -68,6 +70,18 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simulate: %v\n", err)
 		return 1
 	}
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "simulate: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "simulate: %v\n", err)
+			}
+		}()
+	}
 	if f.sweepRates != nil {
 		if err := runSweep(f, table, stderr); err != nil {
 			fmt.Fprintf(stderr, "simulate: %v\n", err)
@@ -80,6 +94,26 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// startCPUProfile profiles the process into path until the returned
+// function is called.
+func startCPUProfile(path string) (stop func() error, err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
@@ -110,6 +144,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	seeds := fs.String("seeds", "0", "seeds of a sweep, comma-separated")
 	out := fs.String("out", "", "directory for the sweep's CSV and SVG")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "simulations run at once in a sweep")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE (read it with go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -121,6 +156,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		rate: *rate, jobs: *jobs, seed: *seed, multiGPU: *multiGPU, multiPriority: *multiPriority,
 		round: *round, overhead: *overhead, resetInterval: *reset, maxActive: *maxActive,
 		asJSON: *asJSON, jobsCSV: *jobsCSV, writeTrace: *writeTrace, out: *out, parallel: *parallel,
+		cpuProfile: *cpuProfile,
 	}
 	var err error
 	if f.cluster, err = simParseCounts("--cluster", *cluster); err != nil {
@@ -403,6 +439,8 @@ func simPrintResult(w io.Writer, r *sim.Result) {
 		fmt.Fprintf(w, "SLO violations    %d of %d\n", r.SLOViolations, r.SLOJobs)
 	}
 	fmt.Fprintf(w, "rounds            %d (%d allocations, %d preemptions, %d lease extensions)\n", r.Rounds, r.Allocations, r.Preemptions, r.LeaseExtensions)
+	fmt.Fprintf(w, "solver            %d LPs (largest %d rows x %d columns), at most %d jobs in the system\n",
+		r.LPs, r.LargestLP[0], r.LargestLP[1], r.PeakActive)
 	fmt.Fprintf(w, "wall time         %.2f s (solver %.2f s)\n", r.WallSeconds, r.SolverSeconds)
 }
 
@@ -505,16 +543,17 @@ func simWriteSweepCSV(path string, outcomes []sim.Outcome) (err error) {
 	}()
 	w := csv.NewWriter(file)
 	w.Write([]string{"policy", "rate_jobs_per_h", "seed", "saturated", "avg_jct_h", "p50_jct_h", "p95_jct_h",
-		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s", "error"})
+		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s", "allocations", "lps", "peak_active", "error"})
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	for _, o := range outcomes {
 		row := []string{o.Policy, num(o.Rate), strconv.FormatInt(o.Seed, 10), strconv.FormatBool(o.Saturated())}
 		if r := o.Result; r != nil {
 			row = append(row, num(r.AvgJCT/3600), num(r.P50JCT/3600), num(r.P95JCT/3600), num(r.Makespan/3600),
 				num(r.Utilization["all"]), strconv.Itoa(r.JobsMeasured), num(r.FTF.Mean),
-				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds), "")
+				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds),
+				strconv.Itoa(r.Allocations), strconv.Itoa(r.LPs), strconv.Itoa(r.PeakActive), "")
 		} else {
-			row = append(row, "", "", "", "", "", "", "", "", "", "", o.Err.Error())
+			row = append(row, "", "", "", "", "", "", "", "", "", "", "", "", "", o.Err.Error())
 		}
 		w.Write(row)
 	}

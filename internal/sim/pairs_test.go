@@ -13,14 +13,14 @@ import (
 // fixedRows is a packing policy (its name contains "packed", so the
 // simulator offers pairs) that gives every job of the problem a zero row
 // and adds the same extra rows to every allocation, each with fraction 1
-// on every type.
+// on every type. It reports two LPs of 3 rows and 4 columns per call.
 type fixedRows struct{ rows [][]string }
 
 func (fixedRows) Name() string { return "fixed_rows_packed" }
 
 func (f fixedRows) Allocate(p *policy.Problem) (*policy.Allocation, error) {
 	types := p.Types()
-	a := &policy.Allocation{Policy: "fixed_rows_packed", Types: types}
+	a := &policy.Allocation{Policy: "fixed_rows_packed", Types: types, Stats: policy.Stats{LPs: 2, Rows: 3, Columns: 4}}
 	for _, j := range p.Jobs {
 		a.Rows = append(a.Rows, policy.Row{Jobs: []string{j.ID}, Fractions: make([]float64, len(types))})
 	}
@@ -69,6 +69,11 @@ func TestPairRowInEitherMemberOrder(t *testing.T) {
 			}
 			if res.Preemptions != 0 {
 				t.Errorf("%d preemptions, want 0", res.Preemptions)
+			}
+			// One allocation, when both jobs arrive; none after they finish.
+			if res.Allocations != 1 || res.LPs != 2 || res.LargestLP != [2]int{3, 4} || res.PeakActive != 2 {
+				t.Errorf("allocations %d, LPs %d, largest %v, peak %d; want 1, 2, [3 4], 2",
+					res.Allocations, res.LPs, res.LargestLP, res.PeakActive)
 			}
 		})
 	}

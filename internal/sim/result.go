@@ -32,7 +32,15 @@ type Result struct {
 	LeaseExtensions int `json:"lease_extensions"`
 	Rounds          int `json:"rounds"`
 	Allocations     int `json:"allocations"`
-	JobsAdmitted    int `json:"jobs_admitted"`
+	// LPs is the number of linear programs the policy solved over all
+	// allocations, and LargestLP the rows and columns of the biggest one:
+	// together with Allocations they tell whether solver time comes from
+	// many resets, many LPs per reset or large LPs.
+	LPs          int    `json:"lps"`
+	LargestLP    [2]int `json:"largest_lp_rows_cols"`
+	JobsAdmitted int    `json:"jobs_admitted"`
+	// PeakActive is the largest number of jobs in the system at once.
+	PeakActive int `json:"peak_active"`
 	// WallSeconds and SolverSeconds are real time spent (0 without a Clock).
 	WallSeconds   float64 `json:"wall_s"`
 	SolverSeconds float64 `json:"solver_s"`

@@ -250,6 +250,7 @@ func (s *simulator) add(spec workload.Job) error {
 	}
 	s.all = append(s.all, j)
 	s.active = append(s.active, j)
+	s.res.PeakActive = max(s.res.PeakActive, len(s.active))
 	if s.cfg.MaxActive > 0 && len(s.active) > s.cfg.MaxActive {
 		return fmt.Errorf("%d jobs in the system, more than the limit of %d: %w", len(s.active), s.cfg.MaxActive, ErrSaturated)
 	}
@@ -540,6 +541,10 @@ func (s *simulator) reset() error {
 		return errors.New("policy returned no allocation")
 	}
 	s.res.Allocations++
+	s.res.LPs += alloc.Stats.LPs
+	if alloc.Stats.Rows*alloc.Stats.Columns > s.res.LargestLP[0]*s.res.LargestLP[1] {
+		s.res.LargestLP = [2]int{alloc.Stats.Rows, alloc.Stats.Columns}
+	}
 	if alloc, err = s.matchRows(alloc); err != nil {
 		return fmt.Errorf("allocation of %s: %w", s.pol.Name(), err)
 	}
