@@ -214,3 +214,39 @@ func BenchmarkMaxMinFairnessPacked(b *testing.B) {
 		mmBench(b, "max_min_fairness_packed", p)
 	})
 }
+
+// ftfHistory gives every job steps left and a history: fresh jobs (no time
+// yet), jobs that were treated fairly so far, and jobs that fell behind.
+func ftfHistory(p *Problem, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		j.StepsRemaining = 1000 + 1e5*rng.Float64()
+		switch rng.Intn(3) {
+		case 1:
+			j.TimeSinceStart = 36000 * rng.Float64()
+			j.IsolatedTime = j.TimeSinceStart * (0.9 + 0.2*rng.Float64())
+		case 2:
+			j.TimeSinceStart = 36000 * rng.Float64()
+			j.IsolatedTime = j.TimeSinceStart * (0.2 + 0.8*rng.Float64())
+		}
+	}
+}
+
+func BenchmarkFinishTimeFairnessPerf(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		history bool
+	}{{"2048/fresh", false}, {"2048/history", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p, _ := mmTableProblem(b, 2048, 5, false)
+			ftfHistory(p, 6)
+			if !tc.history {
+				for i := range p.Jobs {
+					p.Jobs[i].TimeSinceStart, p.Jobs[i].IsolatedTime = 0, 0
+				}
+			}
+			mmBench(b, "finish_time_fairness_perf", p)
+		})
+	}
+}
