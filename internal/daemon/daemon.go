@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -113,9 +114,12 @@ type RoundReport struct {
 	Actions       int
 	Failed        int
 	Reconciled    int
-	Solve         time.Duration
-	Duration      time.Duration
-	Skipped       string
+	// Snapshot is the time spent reading Slurm, Solve computing the
+	// allocation, Duration the whole round.
+	Snapshot time.Duration
+	Solve    time.Duration
+	Duration time.Duration
+	Skipped  string
 }
 
 // RunRound runs one round: snapshot, reconcile leftover intents, step the
@@ -124,6 +128,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	start := d.Clock.Now()
 	snap, snapErr := d.Slurm.Snapshot(ctx)
 	var rep RoundReport
+	rep.Snapshot = d.Clock.Now().Sub(start)
 
 	if snapErr == nil {
 		rep.Reconciled = d.reconcile(ctx, snap)
@@ -182,7 +187,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	}
 	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
 		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
-		Bool("solved", res.Solved).Float64("solve_ms", ms(solve)).Float64("round_ms", ms(rep.Duration)).
+		Bool("solved", res.Solved).Float64("snapshot_ms", ms(rep.Snapshot)).Float64("solve_ms", ms(solve)).Float64("round_ms", ms(rep.Duration)).
 		Bool("dry_run", d.DryRun).Str("skipped", rep.Skipped).Msg("round")
 	return rep
 }
@@ -205,46 +210,94 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	d.Log.Info().Uint64("round", d.Core.round).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
 }
 
-// apply journals each action, sends it and records the outcome. After a
-// failure the job's remaining actions this round are skipped: releasing a
-// job whose constraint change failed would start it on the wrong type.
+// applyWorkers is how many jobs' actions are sent to Slurm at once. Each
+// job's actions stay in order on one worker; different jobs do not depend
+// on each other, and slurmctld handles concurrent updates.
+const applyWorkers = 8
+
+// apply journals the actions (one transaction for the round), sends them
+// and records the outcomes (one more transaction). A crash in between
+// leaves the entries pending for reconciliation. After a failure the job's
+// remaining actions are not sent: releasing a job whose constraint change
+// failed would start it on the wrong type.
 func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int) {
-	broken := map[bridge.JobID]bool{}
-	for _, a := range actions {
-		if broken[a.Job] {
-			continue
-		}
-		log := d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why)
-		if d.DryRun {
-			log.Bool("dry_run", true).Msg("action")
+	if len(actions) == 0 {
+		return 0, 0
+	}
+	if d.DryRun {
+		for _, a := range actions {
+			d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", true).Msg("action")
 			d.count(a, "dry_run")
-			sent++
-			continue
 		}
-		entry, err := d.Store.Intent(round, a.Job.String(), string(a.Kind), a, d.Clock.Now())
-		if err != nil {
-			// Without a journal entry a crash could lose or repeat the
-			// action: send nothing more this round.
-			d.Log.Error().Err(err).Msg("journal write failed, stopping this round's actions")
-			failed++
-			return sent + failed, failed
+		return len(actions), 0
+	}
+	specs := make([]store.IntentSpec, len(actions))
+	for i, a := range actions {
+		specs[i] = store.IntentSpec{JobID: a.Job.String(), Kind: string(a.Kind), Payload: a}
+	}
+	entries, err := d.Store.Intents(round, specs, d.Clock.Now())
+	if err != nil {
+		// Without journal entries a crash could lose or repeat the
+		// actions: send none this round.
+		d.Log.Error().Err(err).Msg("journal write failed, sending nothing this round")
+		return 0, 0
+	}
+
+	// Each job's actions, in order, by job in order of first appearance.
+	var order []bridge.JobID
+	byJob := map[bridge.JobID][]int{}
+	for i, a := range actions {
+		if _, ok := byJob[a.Job]; !ok {
+			order = append(order, a.Job)
 		}
-		sent++
-		if err := d.Slurm.Apply(ctx, a.Action); err != nil {
-			failed++
-			broken[a.Job] = true
-			d.count(a, "failed")
-			d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
-			if err := d.Store.MarkFailed(entry.Seq, err.Error(), d.Clock.Now()); err != nil {
-				d.Log.Error().Err(err).Msg("journal update failed")
+		byJob[a.Job] = append(byJob[a.Job], i)
+	}
+	outcomes := make([]store.Outcome, len(actions))
+	var mu sync.Mutex
+	jobs := make(chan bridge.JobID)
+	var wg sync.WaitGroup
+	for range min(applyWorkers, len(order)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for job := range jobs {
+				broken := ""
+				for _, i := range byJob[job] {
+					a := actions[i]
+					outcomes[i].Seq = entries[i].Seq
+					if broken != "" {
+						outcomes[i].Err = "not sent: an earlier action for the job failed: " + broken
+						continue
+					}
+					err := d.Slurm.Apply(ctx, a.Action)
+					mu.Lock()
+					sent++
+					if err != nil {
+						failed++
+					}
+					mu.Unlock()
+					if err != nil {
+						broken = err.Error()
+						outcomes[i].Err = broken
+						d.count(a, "failed")
+						d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
+						continue
+					}
+					d.count(a, "sent")
+					d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Msg("action")
+				}
 			}
-			continue
-		}
-		d.count(a, "sent")
-		log.Msg("action")
-		if err := d.Store.MarkDone(entry.Seq, d.Clock.Now()); err != nil {
-			d.Log.Error().Err(err).Msg("journal update failed")
-		}
+		}()
+	}
+	for _, job := range order {
+		jobs <- job
+	}
+	close(jobs)
+	wg.Wait()
+	if err := d.Store.Settle(outcomes, d.Clock.Now()); err != nil {
+		// The entries stay pending; the next round's reconciliation
+		// finds their effects in Slurm and settles them.
+		d.Log.Error().Err(err).Msg("journal update failed")
 	}
 	return sent, failed
 }
@@ -262,13 +315,20 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
 		d.Log.Error().Err(err).Msg("read journal")
 		return 0
 	}
+	// Once one of a job's actions fails, its later ones are not resent,
+	// as apply does.
+	broken := map[bridge.JobID]bool{}
 	for _, r := range Reconcile(pending, snap) {
 		now := d.Clock.Now()
+		if r.Verdict == VerdictResend && broken[r.Action.Job] {
+			r.Verdict, r.Why = VerdictFail, "not resent: an earlier action for the job failed"
+		}
 		log := d.Log.Info().Uint64("seq", r.Entry.Seq).Str("action", r.Action.Action.String()).Str("verdict", string(r.Verdict)).Str("why", r.Why)
 		switch r.Verdict {
 		case VerdictDone:
 			err = d.Store.MarkDone(r.Entry.Seq, now)
 		case VerdictFail:
+			broken[r.Action.Job] = true
 			err = d.Store.MarkFailed(r.Entry.Seq, r.Why, now)
 		case VerdictResend:
 			if d.DryRun {
@@ -279,6 +339,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
 				break
 			}
 			if sendErr := d.Slurm.Apply(ctx, r.Action.Action); sendErr != nil {
+				broken[r.Action.Job] = true
 				d.count(r.Action, "failed")
 				err = d.Store.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
 			} else {

@@ -3,9 +3,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,7 +31,7 @@ import (
 // may still run jobs on the same nodes through the shared partition, which
 // the daemon sees as GPUs in use. It is deleted when the test ends, after
 // the test's jobs are cancelled.
-func ownPartition(t *testing.T, env *slurmtest.Env, nodes ...string) string {
+func ownPartition(t testing.TB, env *slurmtest.Env, nodes ...string) string {
 	t.Helper()
 	name := fmt.Sprintf("gt%d%d", os.Getpid()%100000, time.Now().UnixNano()%1000)
 	env.Scontrol(t, "create", "PartitionName="+name, "Nodes="+strings.Join(nodes, ","), "MaxTime=INFINITE", "State=UP")
@@ -55,7 +58,7 @@ func ownPartition(t *testing.T, env *slurmtest.Env, nodes ...string) string {
 
 // restClient is the daemon's slurmrestd client for one partition, at url
 // (the local slurmrestd unless a test puts a proxy in between).
-func restClient(t *testing.T, env *slurmtest.Env, url, partition string) *rest.Client {
+func restClient(t testing.TB, env *slurmtest.Env, url, partition string) *rest.Client {
 	t.Helper()
 	c, err := rest.New(rest.Config{URL: url, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
 		Partitions: []string{partition}, Scontrol: env.ScontrolPath})
@@ -178,4 +181,36 @@ func findJob(t *testing.T, st api.Status, id int) api.JobStatus {
 	}
 	t.Fatalf("job %d not in the daemon's status", id)
 	return api.JobStatus{}
+}
+
+// postJSON POSTs body to slurmrestd and decodes the reply into out,
+// failing on errors[] as well as on HTTP errors.
+func postJSON(env *slurmtest.Env, path string, body, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodPost, env.URL+path, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header = env.AuthHeader()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", path, err)
+	}
+	var envelope struct {
+		Errors []slurmtest.RESTError `json:"errors"`
+	}
+	_ = json.Unmarshal(reply, &envelope)
+	if resp.StatusCode/100 != 2 || len(envelope.Errors) > 0 {
+		return fmt.Errorf("POST %s: HTTP %d: %.300s", path, resp.StatusCode, reply)
+	}
+	return json.Unmarshal(reply, out)
 }

@@ -217,3 +217,36 @@ func TestOpenFailsWhileLocked(t *testing.T) {
 		t.Fatal("second Open of a locked state succeeded")
 	}
 }
+
+func TestBatchIntentsAndSettle(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	entries, err := s.Intents(3, []IntentSpec{
+		{JobID: "7", Kind: "release", Payload: map[string]int{"job": 7}},
+		{JobID: "7", Kind: "set-priority", Payload: map[string]int{"job": 7}},
+		{JobID: "9", Kind: "hold", Payload: map[string]int{"job": 9}},
+	}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 3 || entries[0].Seq >= entries[1].Seq || entries[1].Seq >= entries[2].Seq {
+		t.Fatalf("entries not in order: %+v", entries)
+	}
+	if pending, _ := s.Pending(); len(pending) != 3 {
+		t.Fatalf("%d pending after Intents, want 3", len(pending))
+	}
+	err = s.Settle([]Outcome{{Seq: entries[0].Seq}, {Seq: entries[2].Seq, Err: "refused"}, {Seq: 999}}, t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := s.Recent(0)
+	want := []State{Done, Pending, Failed}
+	for i, e := range all {
+		if e.State != want[i] || e.Round != 3 || e.Attempts != 1 {
+			t.Errorf("entry %d: %+v, want state %s", i, e, want[i])
+		}
+	}
+	if all[2].Error != "refused" || !all[0].Updated.Equal(t0.Add(time.Second)) {
+		t.Errorf("outcome details lost: %+v", all)
+	}
+}
