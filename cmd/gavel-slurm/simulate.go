@@ -515,7 +515,7 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 		return err
 	}
 	svgPath := filepath.Join(f.out, "avg_jct.svg")
-	if err := simWriteSweepSVG(svgPath, f.policies, f.sweepRates, outcomes); err != nil {
+	if err := simWriteSweepSVG(svgPath, f.sweepSubtitle(), f.policies, f.sweepRates, outcomes); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s and %s\n", csvPath, svgPath)
@@ -564,26 +564,56 @@ func simWriteSweepCSV(path string, outcomes []sim.Outcome) (err error) {
 	return nil
 }
 
+// sweepSubtitle states the setup of a sweep's plot: cluster, workload,
+// measured jobs and seeds.
+func (f *simFlags) sweepSubtitle() string {
+	types := make([]string, 0, len(f.cluster))
+	for t := range f.cluster {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	counts := make([]string, len(types))
+	for i, t := range types {
+		counts[i] = fmt.Sprintf("%d %s", f.cluster[t], t)
+	}
+	work := "single-GPU"
+	if f.multiGPU {
+		work = "multi-GPU"
+	}
+	jobs := "all jobs"
+	if f.window[1] > 0 {
+		jobs = fmt.Sprintf("jobs %d-%d", f.window[0], f.window[1]-1)
+	}
+	seeds := make([]string, len(f.seeds))
+	for i, s := range f.seeds {
+		seeds[i] = strconv.FormatInt(s, 10)
+	}
+	return fmt.Sprintf("%s; %s; %s; mean over seeds %s", strings.Join(counts, ", "), work, jobs, strings.Join(seeds, ","))
+}
+
 // simWriteSweepSVG plots the average JCT (hours, mean over seeds) against
-// the rate, one line per policy. A rate where any seed saturated is a gap.
-func simWriteSweepSVG(path string, policies []string, rates []float64, outcomes []sim.Outcome) error {
+// the rate, one line per policy. A rate where any seed failed is a gap; one
+// where a seed saturated is also marked as such.
+func simWriteSweepSVG(path, subtitle string, policies []string, rates []float64, outcomes []sim.Outcome) error {
 	type key struct {
 		policy string
 		rate   float64
 	}
 	sum := map[key]float64{}
 	count := map[key]int{}
+	missing := map[key]bool{}
 	saturated := map[key]bool{}
 	for _, o := range outcomes {
 		k := key{o.Policy, o.Rate}
 		if o.Result == nil {
-			saturated[k] = true
+			missing[k] = true
+			saturated[k] = saturated[k] || o.Saturated()
 			continue
 		}
 		sum[k] += o.Result.AvgJCT / 3600
 		count[k]++
 	}
-	chart := plot.Chart{Title: "Average JCT vs input rate", XLabel: "input rate (jobs/hour)", YLabel: "average JCT (hours)"}
+	chart := plot.Chart{Title: "Average JCT vs input rate", Subtitle: subtitle, XLabel: "input rate (jobs/hour)", YLabel: "average JCT (hours)"}
 	sorted := append([]float64(nil), rates...)
 	sort.Float64s(sorted)
 	for _, p := range policies {
@@ -591,8 +621,11 @@ func simWriteSweepSVG(path string, policies []string, rates []float64, outcomes 
 		for _, r := range sorted {
 			k := key{p, r}
 			y := math.NaN()
-			if count[k] > 0 && !saturated[k] {
+			if count[k] > 0 && !missing[k] {
 				y = sum[k] / float64(count[k])
+			}
+			if saturated[k] {
+				s.Saturated = append(s.Saturated, r)
 			}
 			s.X = append(s.X, r)
 			s.Y = append(s.Y, y)

@@ -16,20 +16,53 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Saturated lists x values where the series has no finite value
+	// because it grew without bound; each is marked with a cross on the top
+	// edge so that a gap reads as "off the chart", not as "not measured".
+	Saturated []float64
 }
 
 // Chart describes the figure.
 type Chart struct {
 	Title, XLabel, YLabel string
-	Series                []Series
+	// Subtitle, when set, is a smaller line under the title (the setup).
+	Subtitle string
+	Series   []Series
 }
 
 // palette holds distinguishable line colours (cycled).
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"}
 
+// dashes and the marker shapes vary with the series too, so that lines stay
+// apart in grey print and for readers who do not tell the colours apart.
+var dashes = []string{"", "7 4", "2 3", "9 3 2 3"}
+
+// marker draws point marker number i (cycling circle, square, triangle,
+// diamond) centred on (x, y), tagged with class.
+func marker(b *strings.Builder, class string, i int, x, y float64, colour string) {
+	const r = 3.5
+	switch i % 4 {
+	case 0:
+		fmt.Fprintf(b, `<circle class="%s" cx="%.1f" cy="%.1f" r="%g" fill="%s"/>`+"\n", class, x, y, r, colour)
+	case 1:
+		fmt.Fprintf(b, `<rect class="%s" x="%.1f" y="%.1f" width="%g" height="%g" fill="%s"/>`+"\n", class, x-r, y-r, 2*r, 2*r, colour)
+	case 2:
+		fmt.Fprintf(b, `<polygon class="%s" points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", class, x, y-r-1, x-r-1, y+r, x+r+1, y+r, colour)
+	default:
+		fmt.Fprintf(b, `<polygon class="%s" points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", class, x, y-r-1, x+r+1, y, x, y+r+1, x-r-1, y, colour)
+	}
+}
+
+// cross draws the saturation mark centred on (x, y), tagged with class.
+func cross(b *strings.Builder, class string, x, y float64, colour string) {
+	const r = 5.0
+	fmt.Fprintf(b, `<path class="%s" d="M%.1f,%.1f L%.1f,%.1f M%.1f,%.1f L%.1f,%.1f" stroke="%s" stroke-width="2.5"/>`+"\n",
+		class, x-r, y-r, x+r, y+r, x-r, y+r, x+r, y-r, colour)
+}
+
 const (
 	width, height                          = 720.0, 460.0
-	marginL, marginR, marginT, marginB     = 70.0, 190.0, 40.0, 55.0
+	marginL, marginR, marginT, marginB     = 70.0, 200.0, 55.0, 55.0
 	plotW, plotH                           = width - marginL - marginR, height - marginT - marginB
 	tickLen                                = 5.0
 	legendX, legendY, legendStep, fontSize = width - marginR + 15, marginT + 10, 20.0, 12
@@ -61,7 +94,10 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" viewBox="0 0 %g %g" font-family="sans-serif" font-size="%d">`+"\n", width, height, width, height, fontSize)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" font-size="%d">%s</text>`+"\n", marginL+plotW/2, marginT-15, fontSize+2, html.EscapeString(c.Title))
+	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" font-size="%d">%s</text>`+"\n", marginL+plotW/2, marginT-32, fontSize+3, html.EscapeString(c.Title))
+	if c.Subtitle != "" {
+		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle" font-size="%d" fill="#444">%s</text>`+"\n", marginL+plotW/2, marginT-14, fontSize-1, html.EscapeString(c.Subtitle))
+	}
 	// Grid, ticks and tick labels.
 	for _, t := range xticks {
 		x := px(t)
@@ -80,13 +116,19 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`+"\n", marginL, marginT, marginL, marginT+plotH)
 	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">%s</text>`+"\n", marginL+plotW/2, height-12, html.EscapeString(c.XLabel))
 	fmt.Fprintf(&b, `<text transform="translate(18 %g) rotate(-90)" text-anchor="middle">%s</text>`+"\n", marginT+plotH/2, html.EscapeString(c.YLabel))
-	// Lines (split at gaps) with point markers, and the legend.
+	// Lines (split at gaps) with point markers, saturation crosses on the
+	// top edge, and the legend.
+	anySaturated := false
 	for i, s := range c.Series {
 		colour := palette[i%len(palette)]
+		dash := ""
+		if d := dashes[i%len(dashes)]; d != "" {
+			dash = fmt.Sprintf(` stroke-dasharray="%s"`, d)
+		}
 		var seg []string
 		flush := func() {
 			if len(seg) > 1 {
-				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", colour, strings.Join(seg, " "))
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", colour, dash, strings.Join(seg, " "))
 			}
 			seg = seg[:0]
 		}
@@ -96,12 +138,24 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 				continue
 			}
 			seg = append(seg, fmt.Sprintf("%.1f,%.1f", px(s.X[k]), py(s.Y[k])))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(s.X[k]), py(s.Y[k]), colour)
+			marker(&b, "point", i, px(s.X[k]), py(s.Y[k]), colour)
 		}
 		flush()
+		for _, x := range s.Saturated {
+			if finite(x) && x >= x0 && x <= x1 {
+				cross(&b, "saturated", px(x), marginT, colour)
+				anySaturated = true
+			}
+		}
 		ly := legendY + float64(i)*legendStep
-		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"/>`+"\n", legendX, ly, legendX+20, ly, colour)
-		fmt.Fprintf(&b, `<text x="%g" y="%g" dominant-baseline="middle">%s</text>`+"\n", legendX+26, ly, html.EscapeString(s.Name))
+		fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="2"%s/>`+"\n", legendX, ly, legendX+24, ly, colour, dash)
+		marker(&b, "legend", i, legendX+12, ly, colour)
+		fmt.Fprintf(&b, `<text x="%g" y="%g" dominant-baseline="middle">%s</text>`+"\n", legendX+30, ly, html.EscapeString(s.Name))
+	}
+	if anySaturated {
+		ly := legendY + float64(len(c.Series))*legendStep + 6
+		cross(&b, "legend", legendX+12, ly, "#444")
+		fmt.Fprintf(&b, `<text x="%g" y="%g" dominant-baseline="middle">saturated</text>`+"\n", legendX+30, ly)
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
