@@ -169,6 +169,7 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		if lam <= 0 {
 			return nil, fmt.Errorf("at ρ = %g no allocation serves every job: %w", rho, ErrInfeasible)
 		}
+		before := [2]float64{lo, hi}
 		if r := maxRho(x); r < hi {
 			hi, best = r, x
 		}
@@ -176,10 +177,11 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 			lo = math.Max(lo, math.Min(ftfLowerBound(active, rho, lam, mu), hi))
 		}
 		// Probe the lower bound: if it is feasible the search is over.
-		// When the bound moved little, halve the bracket instead, so the
-		// search never crawls.
+		// When the bound moved little (or solver round-off kept a feasible
+		// probe from lowering hi), halve the bracket instead, so the search
+		// never crawls.
 		next := lo
-		if lam < 1 && lo-rho < (hi-rho)/4 {
+		if (lam < 1 && lo-rho < (hi-rho)/4) || before == [2]float64{lo, hi} {
 			next = (lo + hi) / 2
 		}
 		rho = next

@@ -211,3 +211,26 @@ func TestFinishTimeFairnessMatchesPlainBisection(t *testing.T) {
 		}
 	}
 }
+
+func TestFinishTimeFairnessIsScaleInvariant(t *testing.T) {
+	// Slower throughputs with proportionally longer histories describe the
+	// same situation in other units: the optimal max ρ must not change,
+	// whether the rates are steps per second or per week.
+	for seed := int64(1); seed <= 6; seed++ {
+		base := obAllocate(t, "finish_time_fairness_perf", obRandomProblem(seed, 16)).Objective
+		for _, scale := range []float64{1e-7, 1e6} {
+			p := obRandomProblem(seed, 16)
+			for i := range p.Jobs {
+				j := &p.Jobs[i]
+				for typ := range j.Throughputs {
+					j.Throughputs[typ] *= scale
+				}
+				j.TimeSinceStart /= scale
+				j.IsolatedTime /= scale
+			}
+			if got := obAllocate(t, "finish_time_fairness_perf", p).Objective; math.Abs(got-base) > 1e-6*base {
+				t.Errorf("seed %d, throughputs ×%g: max ρ %.9f, unscaled %.9f", seed, scale, got, base)
+			}
+		}
+	}
+}
