@@ -18,7 +18,8 @@ type Series struct {
 	X, Y []float64
 	// Saturated lists x values where the series has no finite value
 	// because it grew without bound; each is marked with a cross on the top
-	// edge so that a gap reads as "off the chart", not as "not measured".
+	// edge, just above the frame, so that a gap reads as "off the chart",
+	// not as "not measured".
 	Saturated []float64
 }
 
@@ -61,8 +62,8 @@ func cross(b *strings.Builder, class string, x, y float64, colour string) {
 }
 
 const (
-	width, height                          = 720.0, 460.0
-	marginL, marginR, marginT, marginB     = 70.0, 200.0, 55.0, 55.0
+	width, height                          = 780.0, 470.0
+	marginL, marginR, marginT, marginB     = 70.0, 220.0, 55.0, 55.0
 	plotW, plotH                           = width - marginL - marginR, height - marginT - marginB
 	tickLen                                = 5.0
 	legendX, legendY, legendStep, fontSize = width - marginR + 15, marginT + 10, 20.0, 12
@@ -143,7 +144,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		flush()
 		for _, x := range s.Saturated {
 			if finite(x) && x >= x0 && x <= x1 {
-				cross(&b, "saturated", px(x), marginT, colour)
+				cross(&b, "saturated", px(x), marginT-4, colour)
 				anySaturated = true
 			}
 		}
