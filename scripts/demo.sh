@@ -1,3 +1,156 @@
 #!/usr/bin/env bash
-set -euo pipefail
-bin/gavel-slurm version
+# The gavel-slurm demo (`make demo`, after `make build`).
+#
+# Where a local Slurm can be started (root or passwordless sudo; the Slurm
+# scripts install debootstrap and fetch Debian trixie's Slurm 24.11 on first
+# use, about two minutes), it starts that Slurm, runs the daemon with 10 s
+# rounds beside it, submits a small mixed workload and shows
+# `gavel-slurm status` after a few rounds; then it stops the daemon and
+# cancels the demo's jobs. Slurm is LEFT RUNNING for further trials; stop it
+# with `make slurm-down`.
+#
+# Where Slurm cannot be started, it runs the simulator on a small generated
+# workload and prints a policy's allocation for the built-in sample instead.
+#
+# Settings (environment): DEMO_ROUND (10s), DEMO_ROUNDS (3),
+# DEMO_LISTEN (127.0.0.1:18390), DEMO_POLICY (max_min_fairness_perf).
+set -Eeuo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN=bin/gavel-slurm
+ROUND=${DEMO_ROUND:-10s}
+ROUNDS=${DEMO_ROUNDS:-3}
+LISTEN=${DEMO_LISTEN:-127.0.0.1:18390}
+POLICY=${DEMO_POLICY:-max_min_fairness_perf}
+DEMO_DIR=.local/demo
+
+say() { printf '\n== %s\n' "$*"; }
+
+[ -x "$BIN" ] || { echo "demo: $BIN is missing; run 'make build' (or 'make demo')" >&2; exit 1; }
+
+can_start_slurm() {
+  [ "$(id -u)" -eq 0 ] || sudo -n true 2>/dev/null
+}
+
+simulator_demo() {
+  say "Fallback: the trace-driven simulator (same policies and round mechanism as the daemon)"
+  echo "   24 jobs, all arriving at once, on 4 v100 + 4 p100 + 4 k80 GPUs, 6-minute rounds:"
+  for policy in max_min_fairness max_min_fairness_perf; do
+    echo
+    echo "-- policy $policy"
+    (set -x; "$BIN" simulate --policy "$policy" --generate static --jobs 24 \
+      --cluster v100=4,p100=4,k80=4 --seed 1)
+  done
+  say "A policy's allocation (fraction of time per job and GPU type) for the built-in sample problem"
+  (set -x; "$BIN" allocate --sample --policy max_min_fairness_perf)
+}
+
+if ! can_start_slurm; then
+  echo "demo: starting the local Slurm needs root or passwordless sudo (chroot, mounts)."
+  simulator_demo
+  exit 0
+fi
+
+say "Starting the local Slurm 24.11 (scripts/slurm-up.sh; idempotent, minutes the first time)"
+if ! bash scripts/slurm-up.sh; then
+  echo "demo: the local Slurm could not be started (see the messages above)."
+  simulator_demo
+  exit 0
+fi
+set -a
+# shellcheck source=/dev/null
+. .local/slurm/env
+set +a
+PARTITION=${SLURM_PARTITION:-gpu}
+"$SINFO" -o '%P %D %N %G %f'
+
+mkdir -p "$DEMO_DIR"
+rm -rf "$DEMO_DIR/state"
+CONFIG=$DEMO_DIR/gavel-slurm.toml
+cat >"$CONFIG" <<EOF
+# Written by scripts/demo.sh; every key is documented in etc/gavel-slurm.toml.
+[slurm]
+rest_url = "$SLURMRESTD_URL"
+token_file = "$SLURM_JWT_FILE"
+user = "$SLURM_USER_NAME"
+partitions = ["$PARTITION"]
+scontrol = "$SCONTROL"
+[scheduler]
+policy = "$POLICY"
+round = "$ROUND"
+default_grace = "3s"
+[daemon]
+state_dir = "$DEMO_DIR/state"
+listen = "$LISTEN"
+EOF
+
+JOBS=()
+DAEMON_PID=
+cleanup() {
+  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    say "Stopping the daemon (SIGTERM)"
+    kill -TERM "$DAEMON_PID" && wait "$DAEMON_PID" || true
+  fi
+  if [ "${#JOBS[@]}" -gt 0 ]; then
+    say "Cancelling the demo's jobs: ${JOBS[*]}"
+    "$SCANCEL" "${JOBS[@]}" 2>/dev/null || true
+  fi
+  echo
+  echo "The local Slurm is still running (stop it with 'make slurm-down')."
+  echo "Daemon log: $DEMO_DIR/daemon.log"
+}
+trap cleanup EXIT
+
+say "Starting the daemon: policy $POLICY, ${ROUND} rounds, API on $LISTEN (log in $DEMO_DIR/daemon.log)"
+echo "   $BIN daemon --config $CONFIG"
+"$BIN" daemon --config "$CONFIG" >"$DEMO_DIR/daemon.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 50); do
+  "$BIN" status --server "$LISTEN" >/dev/null 2>&1 && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DEMO_DIR/daemon.log"; exit 1; }
+  sleep 0.2
+done
+
+# A training job stand-in: counts steps, saves its count on SIGUSR1 (the
+# daemon's warning before a preemption) and resumes from it after a requeue.
+SCRIPT=$SLURM_SHARED_DIR/gavel-demo-job.sh
+cat >"$SCRIPT" <<EOF
+#!/bin/bash
+ckpt=$SLURM_SHARED_DIR_IN_JOB/gavel-demo-\$SLURM_JOB_ID.ckpt
+step=0
+[ -f "\$ckpt" ] && step=\$(cat "\$ckpt")
+echo "job \$SLURM_JOB_ID starts at step \$step on GPUs \$CUDA_VISIBLE_DEVICES"
+stop=0
+trap 'stop=1' USR1
+while [ \$stop -eq 0 ] && [ \$step -lt 3000 ]; do sleep 0.1; step=\$((step+1)); done
+echo \$step >"\$ckpt"
+[ \$step -ge 3000 ] && exit 0
+echo "job \$SLURM_JOB_ID saved step \$step, waiting for the requeue"
+while true; do sleep 1; done
+EOF
+chmod 755 "$SCRIPT"
+
+submit() {
+  local id
+  id=$("$SBATCH" --parsable --partition="$PARTITION" --time=30 \
+    --output="$SLURM_SHARED_DIR_IN_JOB/gavel-demo-%j.out" "$@" "$SLURM_SHARED_DIR_IN_JOB/gavel-demo-job.sh")
+  id=${id%%;*}
+  JOBS+=("$id")
+  echo "   job $id: sbatch $*"
+}
+
+say "Submitting a mixed workload: 8 tagged 4-GPU jobs (more than the 24 GPUs hold), one untagged job, one malformed tag"
+for model in resnet50-bs64 transformer-bs64 a3c lm-bs20 resnet18-bs128 cyclegan recommendation-bs512 resnet50-bs64; do
+  submit --gres=gpu:4 --comment="gavel: model=$model steps=3000"
+done
+submit --gres=gpu:1 --comment="an ordinary job, left to Slurm"
+submit --gres=gpu:1 --comment="gavel: model=a3c steps=lots"
+
+for round in $(seq "$ROUNDS"); do
+  say "Waiting one round (${ROUND}), then: $BIN status --server $LISTEN   [round $round of $ROUNDS]"
+  sleep "$ROUND"
+  "$BIN" status --server "$LISTEN" || true
+done
+
+say "Slurm's own view of the demo's jobs (squeue)"
+"$SQUEUE" -j "$(IFS=,; echo "${JOBS[*]}")" -o '%.6i %.10T %.8r %.10f %.12b %N %k' || true

@@ -82,6 +82,10 @@ type jobState struct {
 	// requeueSent is set once the grace period's requeue was sent this
 	// round, so mid-round checks do not repeat it.
 	requeueSent bool
+	// recheckAt is when to look again at a job requeued mid-round: Slurm
+	// sets the requeue's start delay only once the job has stopped (after
+	// its KillWait), which can undo the begin-now sent with the requeue.
+	recheckAt time.Time
 	// heldByDaemon is set while the job's hold is one the daemon sent
 	// (journaled); any other hold belongs to the user or an admin and is
 	// never released by the daemon.
@@ -781,7 +785,9 @@ func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Sta
 		ts.Busy += n.GPUsUsed
 	}
 	for _, j := range snap.Jobs {
-		if !c.inPartitions(j.Partition) {
+		if !c.inPartitions(j.Partition) || !j.Active() {
+			// Finished jobs stay in Slurm's answer for MinJobAge; like
+			// squeue, status shows only the live ones.
 			continue
 		}
 		res.Jobs++

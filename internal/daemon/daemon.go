@@ -84,10 +84,18 @@ func New(deps Deps) (*Daemon, error) {
 
 // Run runs rounds until ctx is done. Between rounds it wakes when a grace
 // period ends to requeue the preempted job without waiting a whole round.
+//
+// Stopping (ctx done) takes effect between rounds: a round that started
+// finishes sending its actions, so a shutdown never leaves a job half
+// moved (requeued but not released, say).
 func (d *Daemon) Run(ctx context.Context) error {
+	work := context.WithoutCancel(ctx)
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
 		start := d.Clock.Now()
-		d.RunRound(ctx)
+		d.RunRound(work)
 		next := start.Add(d.Core.set.Round)
 		for {
 			wake := next
@@ -102,7 +110,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if !d.Clock.Now().Before(next) {
 				break
 			}
-			d.RunGraces(ctx)
+			d.RunGraces(work)
 		}
 	}
 }

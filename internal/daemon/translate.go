@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -42,6 +43,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		// A requeue sent earlier that did not land is tried again once
 		// per round.
 		js.requeueSent = false
+		js.recheckAt = time.Time{} // the round's own actions cover it
 		switch d.Action {
 		case rounds.Run:
 			if pending {
@@ -113,6 +115,9 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 	var out []Action
 	for _, id := range c.order {
 		js := c.jobs[id]
+		if !js.recheckAt.IsZero() && !now.Before(js.recheckAt) {
+			out = append(out, c.recheck(snap, js, now)...)
+		}
 		if js.graceStart.IsZero() || js.requeueSent || now.Before(js.graceStart.Add(c.graceOf(js))) {
 			continue
 		}
@@ -126,6 +131,7 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 		}
 		why := "grace period over"
 		js.requeueSent = true
+		js.recheckAt = now.Add(requeueRecheck)
 		out = append(out, Action{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: why, Restarts: j.Restarts})
 		target := js.graceTarget
 		if c.plan != nil {
@@ -147,6 +153,33 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 	return out
 }
 
+// requeueRecheck is how long after a requeue the daemon checks that the
+// job did not fall back into Slurm's requeue delay: a little more than
+// the local Slurm's KillWait (5 s), after which the job has stopped.
+const requeueRecheck = 7 * time.Second
+
+// recheck makes a requeued job that the plan runs eligible again if
+// Slurm's requeue delay caught it after the begin-now; while the job is
+// still stopping it looks again shortly.
+func (c *Core) recheck(snap *bridge.Snapshot, js *jobState, now time.Time) []Action {
+	js.recheckAt = time.Time{}
+	jid, err := parseJobID(js.id)
+	if err != nil {
+		return nil
+	}
+	j, ok := snap.Job(jid)
+	switch {
+	case !ok || !j.Active():
+		return nil
+	case j.State != bridge.JobPending || slices.Contains(j.StateFlags, "COMPLETING"):
+		js.recheckAt = now.Add(2 * time.Second)
+		return nil
+	case j.Held || j.Reason != "BeginTime":
+		return nil
+	}
+	return []Action{{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "requeue delay set after the requeue", Restarts: j.Restarts}}
+}
+
 // Graces is the mid-round check: the actions for grace periods that ended
 // since the round started, against a fresh snapshot.
 func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
@@ -164,6 +197,9 @@ func (c *Core) NextGraceEnd() time.Time {
 	var next time.Time
 	for _, id := range c.order {
 		js := c.jobs[id]
+		if !js.recheckAt.IsZero() && (next.IsZero() || js.recheckAt.Before(next)) {
+			next = js.recheckAt
+		}
 		if js.graceStart.IsZero() || js.requeueSent {
 			continue
 		}
