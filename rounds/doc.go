@@ -84,6 +84,13 @@
 // ResetEveryRound. The caller then computes a new allocation and passes it
 // to SetAllocation, which performs the reset.
 //
+// # Restarts
+//
+// Save returns the state above keyed by job/pair key and type name (JSON
+// friendly); after a restart, rebuild the mechanism with the same cluster
+// and jobs and call Load, which notes reset events for whatever changed
+// meanwhile (jobs that arrived or finished, types that appeared).
+//
 // # Room to grow
 //
 // Job.Class (trial-and-error, best-effort) is stored but not yet acted on;
