@@ -113,6 +113,29 @@ type Core struct {
 	allocationComputed time.Time
 	plan               *rounds.Plan
 	round              uint64
+	// restored is the saved state waiting for the first Step, which
+	// rebuilds the mechanism before loading it.
+	restored *State
+}
+
+// State is what the core saves each round beside the job records, so that
+// a restart carries the round mechanism on where it stopped: its clock of
+// resets, time received since the last reset and deficits, the allocation
+// in force and when the last round ran (service since then is credited on
+// the first round after a restart, at most two rounds' worth).
+type State struct {
+	LastRound          time.Time          `json:"last_round"`
+	Rounds             *rounds.Saved      `json:"rounds,omitempty"`
+	Allocation         *policy.Allocation `json:"allocation,omitempty"`
+	AllocationComputed time.Time          `json:"allocation_computed"`
+}
+
+// RestoreState hands the core the State saved by an earlier run; call it
+// after Restore, before the first Step.
+func (c *Core) RestoreState(s State) {
+	c.lastRound = s.LastRound
+	c.allocation, c.allocationComputed = s.Allocation, s.AllocationComputed
+	c.restored = &s
 }
 
 // NewCore returns a core for the settings. table is the reference
@@ -180,9 +203,11 @@ type Result struct {
 	Preemptions int
 	Managed     int
 	Jobs        int
-	// Records are the job records to persist; Forget the ids to delete.
+	// Records are the job records to persist; Forget the ids to delete;
+	// State the rest of the core's state.
 	Records []store.JobRecord
 	Forget  []string
+	State   State
 	// Status and Allocation are the API documents for this round.
 	Status     api.Status
 	Allocation api.Allocation
@@ -220,6 +245,12 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		return res
 	}
 	res.Forget = c.syncJobs(snap, now)
+	if c.restored != nil {
+		if c.restored.Rounds != nil {
+			c.mech.Load(*c.restored.Rounds)
+		}
+		c.restored = nil
+	}
 	c.account(snap, now)
 
 	if c.mech.NeedsReset(nowS) && c.mech.Len() > 0 {
@@ -249,6 +280,8 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	c.noteHolds(res.Actions)
 	c.lastRound = now
 	res.Records = c.records(now)
+	saved := c.mech.Save()
+	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation, AllocationComputed: c.allocationComputed}
 	res.Status = c.status(snap, now, &res)
 	res.Allocation = c.allocationDoc()
 	return res

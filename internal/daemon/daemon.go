@@ -74,6 +74,13 @@ func New(deps Deps) (*Daemon, error) {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
 	deps.Core.Restore(records, round)
+	var state State
+	switch err := deps.Store.GetMeta("core", &state); {
+	case err == nil:
+		deps.Core.RestoreState(state)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("restore state: %w", err)
+	}
 	entries, err := deps.Store.Recent(0)
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
@@ -375,6 +382,9 @@ func (d *Daemon) persist(res Result) {
 	}
 	if err := d.Store.PutMeta("round", res.Round); err != nil {
 		d.Log.Error().Err(err).Msg("persist round")
+	}
+	if err := d.Store.PutMeta("core", res.State); err != nil {
+		d.Log.Error().Err(err).Msg("persist round mechanism")
 	}
 	if _, err := d.Store.PruneJournal(d.Clock.Now().Add(-journalRetention)); err != nil {
 		d.Log.Error().Err(err).Msg("prune journal")

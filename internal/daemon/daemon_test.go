@@ -451,8 +451,10 @@ func TestReceivedTimeSurvivesRestart(t *testing.T) {
 	h.restart()
 	h.clock.now = h.clock.now.Add(20 * time.Second)
 	h.d.RunRound(context.Background())
+	// The job ran throughout: 3 rounds before the restart and the 20 s
+	// across it (within the two-round cap on unobserved service).
 	st := h.board.Status()
-	if len(st.Jobs) != 1 || st.Jobs[0].Received["v100"] != 60 {
+	if len(st.Jobs) != 1 || st.Jobs[0].Received["v100"] != 80 {
 		t.Fatalf("after restart: %+v", st.Jobs)
 	}
 	if st.Round.Number != 5 {
@@ -695,5 +697,52 @@ func TestGPUsHeldOutsideTheSnapshotAreNotPlanned(t *testing.T) {
 	}
 	if chosen != 1 {
 		t.Errorf("%d jobs chosen for the one free GPU, want 1", chosen)
+	}
+}
+
+func TestRoundMechanismStateSurvivesRestart(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.submit(resnet, 1).String())
+	}
+	for range 3 {
+		h.d.RunRound(context.Background())
+		h.startChosen()
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+	}
+	h.d.RunRound(context.Background())
+	computed := h.board.Status().Round.AllocationComputed
+	before := map[string]rounds.State{}
+	for _, id := range ids {
+		for _, typ := range []string{"v100", "k80"} {
+			st, err := h.d.Core.mech.State(id, typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before[id+"/"+typ] = st
+		}
+	}
+
+	// Restarted at the same instant: nothing to account, nothing changed
+	// in Slurm, so the state must come back as it was, without a new
+	// allocation.
+	h.restart()
+	h.d.RunRound(context.Background())
+	for key, want := range before {
+		id, typ, _ := strings.Cut(key, "/")
+		got, err := h.d.Core.mech.State(id, typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s on %s after restart: %+v, want %+v", id, typ, got, want)
+		}
+	}
+	if st := h.board.Status(); !st.Round.AllocationComputed.Equal(computed) {
+		t.Errorf("allocation recomputed at restart (%v, was %v)", st.Round.AllocationComputed, computed)
+	}
+	if len(h.board.Allocation().Rows) != 3 {
+		t.Errorf("allocation not restored: %+v", h.board.Allocation())
 	}
 }
