@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== go test -bench (all packages)"
-go test -run '^$' -bench . -benchmem ./...
+status=0
+go test -run '^$' -bench . -benchmem ./... || status=1
 
 echo
 echo "== whole allocate processes (JSON in, allocation out)"
@@ -28,3 +29,5 @@ run "max_min_fairness_perf, 2048 jobs" max_min_fairness_perf --jobs 2048
 run "max_min_fairness_perf, 8192 jobs" max_min_fairness_perf --jobs 8192
 run "water filling (hierarchical), 2048 jobs" max_min_fairness_water_filling_perf --jobs 2048 --entities 8
 run "max_min_fairness_packed, 512 jobs" max_min_fairness_packed --jobs 512 --pairs
+run "finish_time_fairness_perf, 2048 jobs" finish_time_fairness_perf --jobs 2048 --history
+exit $status
