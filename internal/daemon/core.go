@@ -562,11 +562,13 @@ func (c *Core) noteHolds(actions []Action) {
 	}
 }
 
-// RestoreHolds replays the journaled holds and releases that the persisted
-// records may not reflect yet (a crash between sending and persisting), in
-// journal order. Failed entries changed nothing in Slurm and are skipped.
+// RestoreJournal replays the journaled actions that the persisted records
+// may not reflect yet (a crash between sending and persisting), in journal
+// order: holds and releases (whose hold is whose) and grace signals (a
+// grace period that started, so it is neither signalled again nor
+// forgotten). Failed entries changed nothing in Slurm and are skipped.
 // Call after Restore, before the first Step.
-func (c *Core) RestoreHolds(entries []store.Entry, records map[string]store.JobRecord) {
+func (c *Core) RestoreJournal(entries []store.Entry, records map[string]store.JobRecord) {
 	for _, e := range entries {
 		if e.State == store.Failed {
 			continue
@@ -578,6 +580,9 @@ func (c *Core) RestoreHolds(entries []store.Entry, records map[string]store.JobR
 		var a Action
 		if err := json.Unmarshal(e.Payload, &a); err != nil {
 			continue
+		}
+		if a.Kind == bridge.ActSignal && js.graceStart.IsZero() {
+			js.graceStart = e.Created
 		}
 		c.noteHolds([]Action{a})
 	}

@@ -85,7 +85,7 @@ func New(deps Deps) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
-	deps.Core.RestoreHolds(entries, records)
+	deps.Core.RestoreJournal(entries, records)
 	return &Daemon{Deps: deps}, nil
 }
 
@@ -297,6 +297,15 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 						d.count(a, "failed")
 						d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
 						continue
+					}
+					if a.Kind == bridge.ActSignal {
+						// A delivered signal leaves no trace in Slurm for
+						// reconciliation to find: record it durably now,
+						// or a crash before the round's outcomes are
+						// written would send it again.
+						if err := d.Store.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
+							d.Log.Error().Err(err).Msg("journal update failed")
+						}
 					}
 					d.count(a, "sent")
 					d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Msg("action")

@@ -746,3 +746,39 @@ func TestRoundMechanismStateSurvivesRestart(t *testing.T) {
 		t.Errorf("allocation not restored: %+v", h.board.Allocation())
 	}
 }
+
+func TestGraceSignalIsNotRepeatedAfterACrashBeforePersisting(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	first := h.submit(resnet, 1)
+	h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if sig := h.slurm.Signals(first); len(sig) != 1 {
+		t.Fatalf("signals %v, want the grace signal", sig)
+	}
+	// The crash came after the signal was journaled and sent but before
+	// the round's records were saved: the record knows no grace period.
+	rec, _, err := h.store.Job(first.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.GraceStart, rec.UpdatedAt = time.Time{}, h.clock.now.Add(-20*time.Second)
+	if err := h.store.PutJobs([]store.JobRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.clock.now = h.clock.now.Add(2 * time.Second)
+	h.d.RunRound(context.Background())
+	if sig := h.slurm.Signals(first); len(sig) != 1 {
+		t.Errorf("signals %v after the restart, want the one sent before", sig)
+	}
+	// The grace period still ends 5 s after the journaled signal.
+	h.clock.now = h.clock.now.Add(3 * time.Second)
+	n := len(h.slurm.Applied())
+	h.d.RunGraces(context.Background())
+	if got := kinds(h.slurm.Applied()[n:], first); len(got) == 0 || got[0] != "requeue-hold" {
+		t.Errorf("after the grace period: %v, want the requeue", got)
+	}
+}
