@@ -8,6 +8,20 @@
 // takes snapshots, journals and applies the actions, persists the state,
 // publishes status and metrics, and sleeps between rounds on an injected
 // clock.
+//
+// Holds: the daemon holds the managed jobs that wait and releases them
+// when they are chosen. A hold it did not send (the user's `scontrol hold`
+// or `sbatch --hold`, or an admin's) is never released: such a job is kept
+// out of the allocation, status says "held by user" (or admin), and it
+// competes again once its owner releases it. Which holds are the daemon's
+// is recorded per job and replayed from the journal after a crash.
+//
+// Durability: every round's actions are journaled in one transaction
+// before any is sent, and their outcomes written in one more; the state
+// (job records, the round mechanism's Saved state, the allocation, the
+// time of the last round) is written after every round. A restart
+// reconciles pending entries against Slurm (see Reconcile) and carries the
+// round mechanism on where it stopped.
 package daemon
 
 import (
