@@ -101,16 +101,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say "Starting the daemon: policy $POLICY, ${ROUND} rounds, API on $LISTEN (log in $DEMO_DIR/daemon.log)"
-echo "   $BIN daemon --config $CONFIG"
-"$BIN" daemon --config "$CONFIG" >"$DEMO_DIR/daemon.log" 2>&1 &
-DAEMON_PID=$!
-for _ in $(seq 50); do
-  "$BIN" status --server "$LISTEN" >/dev/null 2>&1 && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DEMO_DIR/daemon.log"; exit 1; }
-  sleep 0.2
-done
-
 # A training job stand-in: counts steps, saves its count on SIGUSR1 (the
 # daemon's warning before a preemption) and resumes from it after a requeue.
 SCRIPT=$SLURM_SHARED_DIR/gavel-demo-job.sh
@@ -140,11 +130,22 @@ submit() {
 }
 
 say "Submitting a mixed workload: 8 tagged 4-GPU jobs (more than the 24 GPUs hold), one untagged job, one malformed tag"
+echo "   (Slurm may start some at once; the daemon takes over from its first round)"
 for model in resnet50-bs64 transformer-bs64 a3c lm-bs20 resnet18-bs128 cyclegan recommendation-bs512 resnet50-bs64; do
   submit --gres=gpu:4 --comment="gavel: model=$model steps=3000"
 done
 submit --gres=gpu:1 --comment="an ordinary job, left to Slurm"
 submit --gres=gpu:1 --comment="gavel: model=a3c steps=lots"
+
+say "Starting the daemon: policy $POLICY, ${ROUND} rounds, API on $LISTEN (log in $DEMO_DIR/daemon.log)"
+echo "   $BIN daemon --config $CONFIG"
+"$BIN" daemon --config "$CONFIG" >"$DEMO_DIR/daemon.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 50); do
+  "$BIN" status --server "$LISTEN" >/dev/null 2>&1 && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DEMO_DIR/daemon.log"; exit 1; }
+  sleep 0.2
+done
 
 for round in $(seq "$ROUNDS"); do
   say "Waiting one round (${ROUND}), then: $BIN status --server $LISTEN   [round $round of $ROUNDS]"
