@@ -782,3 +782,60 @@ func TestGraceSignalIsNotRepeatedAfterACrashBeforePersisting(t *testing.T) {
 		t.Errorf("after the grace period: %v, want the requeue", got)
 	}
 }
+
+func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		job         bridge.Job
+		wantActions []string
+		wantRecheck time.Duration // 0: no further check
+	}{
+		"delay set after the begin-now": {
+			job:         bridge.Job{State: bridge.JobPending, Reason: "BeginTime"},
+			wantActions: []string{"begin-now"},
+		},
+		"still stopping": {
+			job:         bridge.Job{State: bridge.JobRunning},
+			wantRecheck: 2 * time.Second,
+		},
+		"completing": {
+			job:         bridge.Job{State: bridge.JobPending, StateFlags: []string{"COMPLETING"}, Reason: "BeginTime"},
+			wantRecheck: 2 * time.Second,
+		},
+		"held by the plan":   {job: bridge.Job{State: bridge.JobPending, Held: true, Reason: "BeginTime"}},
+		"eligible already":   {job: bridge.Job{State: bridge.JobPending, Reason: "Resources"}},
+		"finished meanwhile": {job: bridge.Job{State: bridge.JobCompleted}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			core, err := NewCore(settings(), table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js := &jobState{id: "5", recheckAt: epoch, received: map[string]float64{}}
+			core.jobs["5"], core.order = js, []string{"5"}
+			tc.job.ID, tc.job.Partition, tc.job.GPUs = 5, "gpu", 1
+			snap, err := bridge.NewSnapshot(epoch, "", nil, []bridge.Job{tc.job})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, a := range core.Graces(snap, epoch) {
+				got = append(got, string(a.Kind))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantActions, ",") {
+				t.Errorf("actions %v, want %v", got, tc.wantActions)
+			}
+			want := time.Time{}
+			if tc.wantRecheck > 0 {
+				want = epoch.Add(tc.wantRecheck)
+			}
+			if !js.recheckAt.Equal(want) || !core.NextGraceEnd().Equal(want) {
+				t.Errorf("next check %v (next wake %v), want %v", js.recheckAt, core.NextGraceEnd(), want)
+			}
+		})
+	}
+}
