@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -34,6 +35,9 @@ func init() {
 		},
 	})
 }
+
+// slurmTimeout bounds each call to slurmrestd.
+const slurmTimeout = 10 * time.Second
 
 // daemonFlags maps each override flag to its configuration key.
 var daemonFlags = []struct{ flag, key, usage string }{
@@ -127,7 +131,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	}
 	if slurm == nil {
 		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
-			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol}
+			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(slurmTimeout)}
 		if cfg.Slurm.APIVersion != "" {
 			rc.Versions = []string{cfg.Slurm.APIVersion}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -223,6 +224,15 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	}
 	sent, failed := d.apply(ctx, d.Core.round, actions)
 	d.Log.Info().Uint64("round", d.Core.round).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
+}
+
+// SlurmHTTPClient is the HTTP client for slurmrestd: it keeps a connection
+// open per apply worker, where Go's default keeps two and would open and
+// close one per request for the others.
+func SlurmHTTPClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = applyWorkers
+	return &http.Client{Timeout: timeout, Transport: tr}
 }
 
 // applyWorkers is how many jobs' actions are sent to Slurm at once. Each
