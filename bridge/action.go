@@ -22,6 +22,17 @@ type Actuator interface {
 	Apply(ctx context.Context, a Action) error
 }
 
+// BatchActuator is an Actuator that can also carry out many actions in fewer
+// calls to Slurm, where updating jobs one by one costs a round trip each.
+// The actions of one batch are independent of each other (at most one per
+// job), so they may be carried out in any order. ApplyBatch returns one
+// error per action, in the actions' order, each nil or wrapped with its
+// action as Apply's are; a failure of one action does not stop the others.
+type BatchActuator interface {
+	Actuator
+	ApplyBatch(ctx context.Context, actions []Action) []error
+}
+
 // Slurm is a Reader and an Actuator: what the daemon needs.
 type Slurm interface {
 	Reader

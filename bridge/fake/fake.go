@@ -40,6 +40,8 @@ type Slurm struct {
 
 	snapshotErr error
 	failAction  func(bridge.Action) error
+	// batches holds the size of every ApplyBatch call, in order.
+	batches []int
 }
 
 // New returns an empty cluster whose Snapshot times come from now.
@@ -300,6 +302,26 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 	return nil
 }
 
+// ApplyBatch implements bridge.BatchActuator: each action as Apply would
+// carry it out, the batch recorded for Batches.
+func (s *Slurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(actions))
+	s.mu.Unlock()
+	errs := make([]error, len(actions))
+	for i, a := range actions {
+		errs[i] = s.Apply(ctx, a)
+	}
+	return errs
+}
+
+// Batches returns the size of every ApplyBatch call, in order.
+func (s *Slurm) Batches() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batches...)
+}
+
 func (s *Slurm) freeGPUs(j bridge.Job) {
 	if len(j.RunningNodes) == 0 {
 		return
@@ -314,6 +336,7 @@ func (s *Slurm) freeGPUs(j bridge.Job) {
 }
 
 var (
-	_ bridge.Reader   = (*Slurm)(nil)
-	_ bridge.Actuator = (*Slurm)(nil)
+	_ bridge.Reader        = (*Slurm)(nil)
+	_ bridge.Actuator      = (*Slurm)(nil)
+	_ bridge.BatchActuator = (*Slurm)(nil)
 )

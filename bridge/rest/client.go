@@ -2,7 +2,7 @@
 // bridge.Reader and bridge.Actuator with SchedMD's generated API clients,
 // picks the newest API version the server offers, authenticates with a JWT
 // read from a file, and runs scontrol for the actions slurmrestd lacks
-// (requeue).
+// (requeue) and for updating many jobs in one call (holds and releases).
 package rest
 
 import (
@@ -37,7 +37,8 @@ type Config struct {
 	// Versions restricts the API versions to try, such as ["v0.0.41"];
 	// empty means every supported one, newest first.
 	Versions []string
-	// Scontrol is the scontrol command used for requeue (default "scontrol").
+	// Scontrol is the scontrol command used for requeue and for holding or
+	// releasing many jobs at once (default "scontrol").
 	Scontrol string
 	// HTTPClient replaces the default HTTP client (tests).
 	HTTPClient *http.Client
@@ -323,6 +324,72 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	return err
 }
 
+// batchChunk is how many job ids go into one `scontrol hold` or `release`:
+// well under any command-line limit, and a failed chunk is retried job by
+// job, so a small chunk bounds that cost.
+const batchChunk = 250
+
+// batchVerbs maps the action kinds that scontrol applies to a list of jobs
+// in one call to its verb.
+var batchVerbs = map[bridge.ActionKind]string{
+	bridge.ActHold:    "hold",
+	bridge.ActRelease: "release",
+}
+
+// ApplyBatch implements bridge.BatchActuator. slurmrestd updates one job per
+// request (tens of milliseconds each, and slurmctld serializes them), so
+// holds and releases are sent with scontrol, a few hundred job ids a call.
+// When such a call fails, its actions are sent again one by one, so that
+// each job's error is known (holding an already held job succeeds). Other
+// kinds are sent one by one.
+func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	errs := make([]error, len(actions))
+	byVerb := map[string][]int{}
+	var verbs []string
+	for i, act := range actions {
+		if err := act.Validate(); err != nil {
+			errs[i] = err
+			continue
+		}
+		verb, ok := batchVerbs[act.Kind]
+		if !ok {
+			errs[i] = c.Apply(ctx, act)
+			continue
+		}
+		if _, seen := byVerb[verb]; !seen {
+			verbs = append(verbs, verb)
+		}
+		byVerb[verb] = append(byVerb[verb], i)
+	}
+	for _, verb := range verbs {
+		for chunk := range slices.Chunk(byVerb[verb], batchChunk) {
+			ids := make([]string, len(chunk))
+			for k, i := range chunk {
+				ids[k] = actions[i].Job.String()
+			}
+			if err := c.scontrolList(ctx, verb, ids); err == nil {
+				continue
+			}
+			for _, i := range chunk {
+				errs[i] = c.Apply(ctx, actions[i])
+			}
+		}
+	}
+	return errs
+}
+
+// scontrolList runs `scontrol VERB ID,ID,...`.
+func (c *Client) scontrolList(ctx context.Context, verb string, ids []string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	list := strings.Join(ids, ",")
+	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, list)
+	if err != nil {
+		return fmt.Errorf("%s %s %d jobs: %w: %s", c.cfg.Scontrol, verb, len(ids), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // scontrol runs `scontrol VERB JOBID`: slurmrestd 24.11 has no requeue.
 func (c *Client) scontrol(ctx context.Context, verb string, job bridge.JobID) error {
 	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, job.String())
@@ -336,6 +403,7 @@ func (c *Client) scontrol(ctx context.Context, verb string, job bridge.JobID) er
 }
 
 var (
-	_ bridge.Reader   = (*Client)(nil)
-	_ bridge.Actuator = (*Client)(nil)
+	_ bridge.Reader        = (*Client)(nil)
+	_ bridge.Actuator      = (*Client)(nil)
+	_ bridge.BatchActuator = (*Client)(nil)
 )

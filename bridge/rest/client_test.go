@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -373,5 +375,113 @@ func TestRequeueRunsScontrol(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestApplyBatchUsesScontrolLists(t *testing.T) {
+	holds := func(first, n int) []bridge.Action {
+		out := make([]bridge.Action, n)
+		for i := range out {
+			out[i] = bridge.Action{Kind: bridge.ActHold, Job: bridge.JobID(first + i)}
+		}
+		return out
+	}
+	tests := map[string]struct {
+		actions []bridge.Action
+		// wantRuns are the scontrol calls, the ids abbreviated to
+		// "first..last (count)" when there are more than three.
+		wantRuns []string
+		wantREST []string
+	}{
+		"holds and releases in one call each, others by REST": {
+			actions: []bridge.Action{
+				{Kind: bridge.ActHold, Job: 3}, {Kind: bridge.ActRelease, Job: 4}, {Kind: bridge.ActHold, Job: 5},
+				{Kind: bridge.ActSetPriority, Job: 6, Priority: 10},
+			},
+			wantRuns: []string{"hold 3,5", "release 4"},
+			wantREST: []string{"POST /slurm/v0.0.42/job/6"},
+		},
+		"long lists are cut in chunks": {
+			actions:  holds(1000, 600),
+			wantRuns: []string{"hold 1000..1249 (250)", "hold 1250..1499 (250)", "hold 1500..1599 (100)"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var runs []string
+			f := &fakeRestd{t: t}
+			c, _ := newTestClient(t, f, func(cfg *Config) {
+				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
+					ids := strings.Split(args[1], ",")
+					list := args[1]
+					if len(ids) > 3 {
+						list = ids[0] + ".." + ids[len(ids)-1] + " (" + strconv.Itoa(len(ids)) + ")"
+					}
+					runs = append(runs, args[0]+" "+list)
+					return nil, nil
+				}
+			})
+			errs := c.ApplyBatch(context.Background(), tc.actions)
+			if len(errs) != len(tc.actions) {
+				t.Fatalf("%d errors for %d actions", len(errs), len(tc.actions))
+			}
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("%s: %v", tc.actions[i], err)
+				}
+			}
+			if !slices.Equal(runs, tc.wantRuns) {
+				t.Errorf("ran %q, want %q", runs, tc.wantRuns)
+			}
+			var updates []string
+			for _, r := range f.requests {
+				if !strings.HasSuffix(r, "/ping") {
+					updates = append(updates, r)
+				}
+			}
+			if !slices.Equal(updates, tc.wantREST) {
+				t.Errorf("REST requests %q, want %q", updates, tc.wantREST)
+			}
+		})
+	}
+}
+
+func TestApplyBatchFallsBackToOneByOne(t *testing.T) {
+	// scontrol refuses the list (one job is no longer pending); each job is
+	// then held through REST, which refuses job 8 alone.
+	refuse8 := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/job/8") {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"errors":[{"error":"Job is no longer pending execution","error_number":2017}]}`)
+		return true
+	}
+	f := &fakeRestd{t: t, handler: refuse8}
+	c, _ := newTestClient(t, f, func(cfg *Config) {
+		cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
+			return []byte("Job is no longer pending execution for job 8\n"), errors.New("exit status 1")
+		}
+	})
+	actions := []bridge.Action{{Kind: bridge.ActHold, Job: 7}, {Kind: bridge.ActHold, Job: 8}, {Kind: bridge.ActHold, Job: 9}, {Kind: bridge.ActHold}}
+	errs := c.ApplyBatch(context.Background(), actions)
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("jobs 7 and 9: %v, %v; want both held", errs[0], errs[2])
+	}
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "hold job 8") || !strings.Contains(errs[1].Error(), "no longer pending") {
+		t.Errorf("job 8: %v, want the hold's refusal", errs[1])
+	}
+	if errs[3] == nil || !strings.Contains(errs[3].Error(), "no job id") {
+		t.Errorf("action without a job: %v, want a validation error", errs[3])
+	}
+	var posts []string
+	for _, r := range f.requests {
+		if strings.HasPrefix(r, "POST ") {
+			posts = append(posts, r)
+		}
+	}
+	want := []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"}
+	if !slices.Equal(posts, want) {
+		t.Errorf("REST requests %q, want %q", posts, want)
 	}
 }
