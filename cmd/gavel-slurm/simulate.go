@@ -54,6 +54,7 @@ type simFlags struct {
 	out                            string
 	parallel                       int
 	cpuProfile                     string
+	plotCSV                        []string
 }
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
@@ -64,6 +65,13 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "simulate: %v\n", err)
 		return 2
+	}
+	if f.plotCSV != nil {
+		if err := runReplot(f, stderr); err != nil {
+			fmt.Fprintf(stderr, "simulate: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	table, err := simLoadTable(f.throughputsFile)
 	if err != nil {
@@ -145,6 +153,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	out := fs.String("out", "", "directory for the sweep's CSV and SVG")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "simulations run at once in a sweep")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to FILE (read it with go tool pprof)")
+	plotCSV := fs.String("plot-csv", "", "redraw the plot of sweeps from their sweep.csv files (comma-separated) into --out; "+
+		"--cluster, --multi-gpu and --window describe the setup in the subtitle")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -191,6 +201,13 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--parallel %d: must be >= 1", f.parallel)
 	case f.rate < 0 || math.IsNaN(f.rate) || math.IsInf(f.rate, 0):
 		return nil, fmt.Errorf("--rate %v: must be a finite number >= 0", f.rate)
+	}
+	if *plotCSV != "" {
+		if f.out == "" {
+			return nil, errors.New("--plot-csv needs --out DIR")
+		}
+		f.plotCSV = simSplitList(*plotCSV)
+		return f, nil
 	}
 	if f.trace == "" {
 		switch f.generate {
