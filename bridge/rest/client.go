@@ -324,10 +324,12 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	return err
 }
 
-// batchChunk is how many job ids go into one `scontrol hold` or `release`:
-// well under any command-line limit, and a failed chunk is retried job by
-// job, so a small chunk bounds that cost.
-const batchChunk = 250
+// batchChunk is how many job ids go into one `scontrol hold` or `release`
+// (about 10 kB of arguments, well under the limit for one). slurmctld
+// updates one job at a time whatever the number of callers, and each call
+// has a fixed cost: 976 holds took 2.9 s in four calls, 2.2 s in one. So
+// calls are few and run one after the other.
+const batchChunk = 1000
 
 // batchVerbs maps the action kinds that scontrol applies to a list of jobs
 // in one call to its verb.

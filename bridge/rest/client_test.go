@@ -402,8 +402,8 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 			wantREST: []string{"POST /slurm/v0.0.42/job/6"},
 		},
 		"long lists are cut in chunks": {
-			actions:  holds(1000, 600),
-			wantRuns: []string{"hold 1000..1249 (250)", "hold 1250..1499 (250)", "hold 1500..1599 (100)"},
+			actions:  holds(1000, 2300),
+			wantRuns: []string{"hold 1000..1999 (1000)", "hold 2000..2999 (1000)", "hold 3000..3299 (300)"},
 		},
 	}
 	for name, tc := range tests {

@@ -244,7 +244,8 @@ const applyWorkers = 8
 // and records the outcomes (one more transaction). A crash in between
 // leaves the entries pending for reconciliation. After a failure the job's
 // remaining actions are not sent: releasing a job whose constraint change
-// failed would start it on the wrong type.
+// failed would start it on the wrong type. Jobs whose only action is a hold
+// go to Slurm together when it can take a batch (see splitBatch).
 func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int) {
 	if len(actions) == 0 {
 		return 0, 0
@@ -278,9 +279,58 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		byJob[a.Job] = append(byJob[a.Job], i)
 	}
 	outcomes := make([]store.Outcome, len(actions))
+	for i := range actions {
+		outcomes[i].Seq = entries[i].Seq
+	}
 	var mu sync.Mutex
-	jobs := make(chan bridge.JobID)
+	// settle records what became of action i (sent, err); it returns the
+	// error's text for the job's later actions.
+	settle := func(i int, err error) string {
+		a := actions[i]
+		mu.Lock()
+		sent++
+		if err != nil {
+			failed++
+		}
+		mu.Unlock()
+		if err != nil {
+			outcomes[i].Err = err.Error()
+			d.count(a, "failed")
+			d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
+			return outcomes[i].Err
+		}
+		if a.Kind == bridge.ActSignal {
+			// A delivered signal leaves no trace in Slurm for
+			// reconciliation to find: record it durably now, or a crash
+			// before the round's outcomes are written would send it again.
+			if err := d.Store.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
+				d.Log.Error().Err(err).Msg("journal update failed")
+			}
+		}
+		d.count(a, "sent")
+		d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Msg("action")
+		return ""
+	}
+
+	order, batch := d.splitBatch(actions, order, byJob)
 	var wg sync.WaitGroup
+	if len(batch) > 0 {
+		// The batched jobs have one action each, independent of every
+		// other job's: they go alongside the workers.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batched := make([]bridge.Action, len(batch))
+			for k, i := range batch {
+				batched[k] = actions[i].Action
+			}
+			errs := d.Slurm.(bridge.BatchActuator).ApplyBatch(ctx, batched)
+			for k, i := range batch {
+				settle(i, errs[k])
+			}
+		}()
+	}
+	jobs := make(chan bridge.JobID)
 	for range min(applyWorkers, len(order)) {
 		wg.Add(1)
 		go func() {
@@ -288,37 +338,11 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 			for job := range jobs {
 				broken := ""
 				for _, i := range byJob[job] {
-					a := actions[i]
-					outcomes[i].Seq = entries[i].Seq
 					if broken != "" {
 						outcomes[i].Err = "not sent: an earlier action for the job failed: " + broken
 						continue
 					}
-					err := d.Slurm.Apply(ctx, a.Action)
-					mu.Lock()
-					sent++
-					if err != nil {
-						failed++
-					}
-					mu.Unlock()
-					if err != nil {
-						broken = err.Error()
-						outcomes[i].Err = broken
-						d.count(a, "failed")
-						d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
-						continue
-					}
-					if a.Kind == bridge.ActSignal {
-						// A delivered signal leaves no trace in Slurm for
-						// reconciliation to find: record it durably now,
-						// or a crash before the round's outcomes are
-						// written would send it again.
-						if err := d.Store.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
-							d.Log.Error().Err(err).Msg("journal update failed")
-						}
-					}
-					d.count(a, "sent")
-					d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Msg("action")
+					broken = settle(i, d.Slurm.Apply(ctx, actions[i].Action))
 				}
 			}
 		}()
@@ -334,6 +358,27 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		d.Log.Error().Err(err).Msg("journal update failed")
 	}
 	return sent, failed
+}
+
+// splitBatch takes out of order the jobs whose only action this round is a
+// hold, when Slurm can carry out many actions in one call: most of a large
+// queue waits, and holding each job with its own request would dominate
+// the round. It returns the remaining jobs and the batched actions'
+// indices.
+func (d *Daemon) splitBatch(actions []Action, order []bridge.JobID, byJob map[bridge.JobID][]int) ([]bridge.JobID, []int) {
+	if _, ok := d.Slurm.(bridge.BatchActuator); !ok {
+		return order, nil
+	}
+	var rest []bridge.JobID
+	var batch []int
+	for _, job := range order {
+		if own := byJob[job]; len(own) == 1 && actions[own[0]].Kind == bridge.ActHold {
+			batch = append(batch, own[0])
+			continue
+		}
+		rest = append(rest, job)
+	}
+	return rest, batch
 }
 
 func (d *Daemon) count(a Action, result string) {

@@ -839,3 +839,60 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitingJobsAreHeldInOneBatch(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	var ids []bridge.JobID
+	for range 4 {
+		ids = append(ids, h.submit(resnet, 1))
+	}
+	// One waiting job's hold is refused: only that job's entry fails.
+	var refused bridge.JobID
+	h.slurm.FailActions(func(a bridge.Action) error {
+		if a.Kind == bridge.ActHold && (refused == 0 || refused == a.Job) {
+			refused = a.Job
+			return errors.New("job is no longer pending execution")
+		}
+		return nil
+	})
+	rep := h.d.RunRound(context.Background())
+	if rep.Failed != 1 || rep.Actions < 4 {
+		t.Fatalf("report %+v, want one failed action of at least 4", rep)
+	}
+	if got := h.slurm.Batches(); len(got) != 1 || got[0] != 3 {
+		t.Errorf("batches %v, want the 3 waiting jobs' holds in one", got)
+	}
+	entries, err := h.store.Recent(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := 0
+	for _, e := range entries {
+		if e.Kind != string(bridge.ActHold) {
+			if e.State != store.Done {
+				t.Errorf("%s of job %s: %s %q, want done", e.Kind, e.JobID, e.State, e.Error)
+			}
+			continue
+		}
+		holds++
+		want := store.Done
+		if e.JobID == refused.String() {
+			want = store.Failed
+		}
+		if e.State != want || (want == store.Failed) != strings.Contains(e.Error, "no longer pending") {
+			t.Errorf("hold of job %s: %s %q, want %s", e.JobID, e.State, e.Error, want)
+		}
+	}
+	if holds != 3 {
+		t.Errorf("%d holds journaled, want 3", holds)
+	}
+	held := 0
+	for _, id := range ids {
+		if h.job(id).Held {
+			held++
+		}
+	}
+	if held != 2 {
+		t.Errorf("%d jobs held in Slurm, want the 2 whose hold was accepted", held)
+	}
+}

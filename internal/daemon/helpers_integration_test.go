@@ -84,6 +84,23 @@ func (c *countingSlurm) Apply(ctx context.Context, a bridge.Action) error {
 	return c.Slurm.Apply(ctx, a)
 }
 
+// ApplyBatch counts the batch's actions and hands them on as one batch when
+// the wrapped Slurm takes batches, one by one otherwise.
+func (c *countingSlurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	c.mu.Lock()
+	c.sent = append(c.sent, actions...)
+	c.calls += len(actions)
+	c.mu.Unlock()
+	if b, ok := c.Slurm.(bridge.BatchActuator); ok {
+		return b.ApplyBatch(ctx, actions)
+	}
+	errs := make([]error, len(actions))
+	for i, a := range actions {
+		errs[i] = c.Slurm.Apply(ctx, a)
+	}
+	return errs
+}
+
 func (c *countingSlurm) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
