@@ -83,7 +83,10 @@ func (g *gandivaPolicy) Allocate(p *Problem) (*Allocation, error) {
 		if jobScale(a) != jobScale(b) || gandivaPairGain(p, types, a, b) < 1 {
 			continue
 		}
-		g.pairs = append(g.pairs, [2]string{a.ID, b.ID})
+		// Keep the pair as the problem lists it: callers find rows by
+		// their key.
+		entry, _ := findPair(p, a.ID, b.ID)
+		g.pairs = append(g.pairs, entry.Jobs)
 		demand -= jobScale(a)
 		if x < y {
 			x, y = y, x

@@ -71,3 +71,28 @@ func TestGandivaRejectsHarmfulPairs(t *testing.T) {
 		}
 	}
 }
+
+func TestGandivaNamesPairsAsTheProblemLists(t *testing.T) {
+	// Callers find pair rows by key; a pair drawn as (j, i) must still
+	// come back as the problem's "i+j".
+	p := gandivaTestProblem(6, 0.9)
+	listed := map[string]bool{}
+	for _, pr := range p.Pairs {
+		listed[pr.Jobs[0]+"+"+pr.Jobs[1]] = true
+	}
+	for seed := int64(0); seed < 20; seed++ {
+		pol, err := New("gandiva", Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := pol.Allocate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range a.Rows {
+			if len(r.Jobs) == 2 && !listed[r.Key()] {
+				t.Fatalf("seed %d: pair row %q is not spelled as the problem lists it", seed, r.Key())
+			}
+		}
+	}
+}

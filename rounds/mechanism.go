@@ -459,6 +459,12 @@ func (m *Mechanism) SetAllocation(a *policy.Allocation, now float64) error {
 	nt := len(m.types)
 	for _, row := range a.Rows {
 		c, ok := m.index[row.Key()]
+		if !ok && len(row.Jobs) == 2 {
+			// A pair row's fractions do not depend on the order its
+			// members are named in, and AddPair refuses a pair in both
+			// orders, so the reversed key is unambiguous.
+			c, ok = m.index[PairKey(row.Jobs[1], row.Jobs[0])]
+		}
 		if !ok {
 			continue
 		}
@@ -467,6 +473,15 @@ func (m *Mechanism) SetAllocation(a *policy.Allocation, now float64) error {
 			if t := cols[i]; t >= 0 {
 				m.alloc[int(c)*nt+t] = min(max(f, 0), 1)
 			}
+		}
+	}
+	// Policies list only the pairs they use. A registered pair without a
+	// row was offered to the policy and given nothing; treating it as a
+	// newcomer instead would let it win GPUs at priority 0 on its deficit
+	// and hold them idle with both members kept off.
+	for c := range m.combos {
+		if m.combos[c].alive && m.combos[c].isPair() {
+			m.combos[c].alloced = true
 		}
 	}
 	return nil
