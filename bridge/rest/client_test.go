@@ -401,17 +401,20 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 			wantRuns: []string{"hold 3,5", "release 4"},
 			wantREST: []string{"POST /slurm/v0.0.42/job/6"},
 		},
-		"long lists are cut in chunks": {
+		"long lists are cut in chunks sent at once": {
 			actions:  holds(1000, 2300),
-			wantRuns: []string{"hold 1000..1999 (1000)", "hold 2000..2999 (1000)", "hold 3000..3299 (300)"},
+			wantRuns: []string{"hold 1000..1574 (575)", "hold 1575..2149 (575)", "hold 2150..2724 (575)", "hold 2725..3299 (575)"},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var runs []string
+			var mu sync.Mutex
 			f := &fakeRestd{t: t}
 			c, _ := newTestClient(t, f, func(cfg *Config) {
 				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
+					mu.Lock()
+					defer mu.Unlock()
 					ids := strings.Split(args[1], ",")
 					list := args[1]
 					if len(ids) > 3 {
@@ -430,6 +433,7 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 					t.Errorf("%s: %v", tc.actions[i], err)
 				}
 			}
+			slices.Sort(runs) // chunks run concurrently
 			if !slices.Equal(runs, tc.wantRuns) {
 				t.Errorf("ran %q, want %q", runs, tc.wantRuns)
 			}
@@ -483,5 +487,25 @@ func TestApplyBatchFallsBackToOneByOne(t *testing.T) {
 	want := []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"}
 	if !slices.Equal(posts, want) {
 		t.Errorf("REST requests %q, want %q", posts, want)
+	}
+}
+
+func TestBatchChunks(t *testing.T) {
+	cases := []struct {
+		n    int
+		want []int
+	}{
+		{0, []int{0}},
+		{1, []int{1}},
+		{150, []int{150}},
+		{250, []int{125, 125}},
+		{976, []int{244, 244, 244, 244}},
+		{1003, []int{251, 251, 251, 250}},
+	}
+	for _, c := range cases {
+		got := batchChunks(c.n)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("batchChunks(%d) = %v, want %v", c.n, got, c.want)
+		}
 	}
 }

@@ -131,9 +131,14 @@ type RoundReport struct {
 	Failed        int
 	Reconciled    int
 	// Snapshot is the time spent reading Slurm, Solve computing the
-	// allocation, Duration the whole round.
+	// allocation, Step the core's whole work (solve, plan, translate),
+	// Apply journaling and sending the actions, Persist saving the
+	// round's state, Duration the whole round.
 	Snapshot time.Duration
 	Solve    time.Duration
+	Step     time.Duration
+	Apply    time.Duration
+	Persist  time.Duration
 	Duration time.Duration
 	Skipped  string
 }
@@ -159,7 +164,9 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	if snapErr != nil {
 		snap = nil
 	}
+	stepStart := d.Clock.Now()
 	res := d.Core.Step(snap, start, solver)
+	rep.Step = d.Clock.Now().Sub(stepStart)
 	if snapErr != nil {
 		res.Skipped, res.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
 		res.Status.Round.Skipped = res.Skipped
@@ -168,8 +175,11 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 
 	if res.Skipped == "" {
 		d.failedSnapshots = 0
+		t0 := d.Clock.Now()
 		rep.Actions, rep.Failed = d.apply(ctx, res.Round, res.Actions)
+		t1 := d.Clock.Now()
 		d.persist(res)
+		rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
 	} else {
 		d.failedSnapshots++
 		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
@@ -203,7 +213,8 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	}
 	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
 		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
-		Bool("solved", res.Solved).Float64("snapshot_ms", ms(rep.Snapshot)).Float64("solve_ms", ms(solve)).Float64("round_ms", ms(rep.Duration)).
+		Bool("solved", res.Solved).Float64("snapshot_ms", ms(rep.Snapshot)).Float64("solve_ms", ms(solve)).
+		Float64("step_ms", ms(rep.Step)).Float64("apply_ms", ms(rep.Apply)).Float64("persist_ms", ms(rep.Persist)).Float64("round_ms", ms(rep.Duration)).
 		Bool("dry_run", d.DryRun).Str("skipped", rep.Skipped).Msg("round")
 	return rep
 }
@@ -313,23 +324,22 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 	}
 
 	order, batch := d.splitBatch(actions, order, byJob)
-	var wg sync.WaitGroup
 	if len(batch) > 0 {
-		// The batched jobs have one action each, independent of every
-		// other job's: they go alongside the workers.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			batched := make([]bridge.Action, len(batch))
-			for k, i := range batch {
-				batched[k] = actions[i].Action
-			}
-			errs := d.Slurm.(bridge.BatchActuator).ApplyBatch(ctx, batched)
-			for k, i := range batch {
-				settle(i, errs[k])
-			}
-		}()
+		// Holds go first: a job that must wait is stopped before the
+		// chosen ones are released, so Slurm cannot start it on a GPU
+		// the round gives to another. Sending them alongside the
+		// releases was also slower: the starts that releases trigger
+		// compete with the holds for slurmctld.
+		batched := make([]bridge.Action, len(batch))
+		for k, i := range batch {
+			batched[k] = actions[i].Action
+		}
+		errs := d.Slurm.(bridge.BatchActuator).ApplyBatch(ctx, batched)
+		for k, i := range batch {
+			settle(i, errs[k])
+		}
 	}
+	var wg sync.WaitGroup
 	jobs := make(chan bridge.JobID)
 	for range min(applyWorkers, len(order)) {
 		wg.Add(1)

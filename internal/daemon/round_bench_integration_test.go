@@ -98,8 +98,8 @@ func BenchmarkRound(b *testing.B) {
 			if first.Skipped != "" || first.Managed != benchJobs {
 				b.Fatalf("first round: %+v", first)
 			}
-			b.Logf("first round: %v (snapshot %v, solve %.3f s), %d actions (%d failed)",
-				first.Duration, first.Snapshot, firstSolve, first.Actions, first.Failed)
+			b.Logf("first round: %v (snapshot %v, step %v with solve %.3f s, apply %v, persist %v), %d actions (%d failed)",
+				first.Duration, first.Snapshot, first.Step, firstSolve, first.Apply, first.Persist, first.Actions, first.Failed)
 		}
 		b.ReportMetric(float64(first.Duration.Nanoseconds()), "ns/op")
 		b.ReportMetric(float64(first.Actions), "actions/op")
@@ -134,8 +134,8 @@ func BenchmarkRound(b *testing.B) {
 					b.Errorf("job %d got actions although its decision (%s) and Slurm state did not change", id, after[id])
 				}
 			}
-			b.Logf("next round: %v (snapshot %v), %d actions for %d jobs; %d decisions or states changed",
-				next.Duration, next.Snapshot, next.Actions, len(acted), changed)
+			b.Logf("next round: %v (snapshot %v, step %v, apply %v, persist %v), %d actions for %d jobs; %d decisions or states changed",
+				next.Duration, next.Snapshot, next.Step, next.Apply, next.Persist, next.Actions, len(acted), changed)
 		}
 		b.ReportMetric(float64(next.Duration.Nanoseconds()), "ns/op")
 		b.ReportMetric(float64(next.Actions), "actions/op")
