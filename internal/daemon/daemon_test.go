@@ -862,6 +862,18 @@ func TestWaitingJobsAreHeldInOneBatch(t *testing.T) {
 	if got := h.slurm.Batches(); len(got) != 1 || got[0] != 3 {
 		t.Errorf("batches %v, want the 3 waiting jobs' holds in one", got)
 	}
+	// Waiting jobs are stopped before the chosen one is made startable.
+	lastHold, firstOther := -1, -1
+	for i, a := range h.slurm.Applied() {
+		if a.Kind == bridge.ActHold {
+			lastHold = i
+		} else if firstOther < 0 {
+			firstOther = i
+		}
+	}
+	if firstOther < 0 || lastHold > firstOther {
+		t.Errorf("actions in order %v, want the holds first", h.slurm.Applied())
+	}
 	entries, err := h.store.Recent(0)
 	if err != nil {
 		t.Fatal(err)
