@@ -1,8 +1,11 @@
 package rest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -75,7 +78,11 @@ func (a *adapterV0042) nodes(ctx context.Context) ([]rawNode, error) {
 }
 
 func (a *adapterV0042) jobs(ctx context.Context) ([]rawJob, error) {
-	r, err := a.client.SlurmV0042GetJobsWithResponse(ctx, nil)
+	rsp, err := a.client.SlurmV0042GetJobs(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := parseJobsV0042(rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -189,4 +196,31 @@ func uint64V0042(v *api.V0042Uint64NoValStruct) (int64, bool) {
 		return 0, false
 	}
 	return *v.Number, true
+}
+
+// parseJobsV0042 is the generated parser, except that a number too large
+// for its generated field does not lose the whole reply (see
+// tolerableOverflow): the field is left unset and the rest is kept.
+func parseJobsV0042(rsp *http.Response) (*api.SlurmV0042GetJobsResponse, error) {
+	body, err := io.ReadAll(rsp.Body)
+	_ = rsp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rsp.Body = io.NopCloser(bytes.NewReader(body))
+	r, err := api.ParseSlurmV0042GetJobsResponse(rsp)
+	if err == nil || !tolerableOverflow(err) {
+		return r, err
+	}
+	var dest api.V0042OpenapiJobInfoResp
+	if err := json.Unmarshal(body, &dest); err != nil && !tolerableOverflow(err) {
+		return nil, err
+	}
+	r = &api.SlurmV0042GetJobsResponse{Body: body, HTTPResponse: rsp}
+	if rsp.StatusCode == http.StatusOK {
+		r.JSON200 = &dest
+	} else {
+		r.JSONDefault = &dest
+	}
+	return r, nil
 }

@@ -3,8 +3,11 @@
 package rest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -75,7 +78,11 @@ func (a *adapterV0043) nodes(ctx context.Context) ([]rawNode, error) {
 }
 
 func (a *adapterV0043) jobs(ctx context.Context) ([]rawJob, error) {
-	r, err := a.client.SlurmV0043GetJobsWithResponse(ctx, nil)
+	rsp, err := a.client.SlurmV0043GetJobs(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := parseJobsV0043(rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -189,4 +196,31 @@ func uint64V0043(v *api.V0043Uint64NoValStruct) (int64, bool) {
 		return 0, false
 	}
 	return *v.Number, true
+}
+
+// parseJobsV0043 is the generated parser, except that a number too large
+// for its generated field does not lose the whole reply (see
+// tolerableOverflow): the field is left unset and the rest is kept.
+func parseJobsV0043(rsp *http.Response) (*api.SlurmV0043GetJobsResponse, error) {
+	body, err := io.ReadAll(rsp.Body)
+	_ = rsp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rsp.Body = io.NopCloser(bytes.NewReader(body))
+	r, err := api.ParseSlurmV0043GetJobsResponse(rsp)
+	if err == nil || !tolerableOverflow(err) {
+		return r, err
+	}
+	var dest api.V0043OpenapiJobInfoResp
+	if err := json.Unmarshal(body, &dest); err != nil && !tolerableOverflow(err) {
+		return nil, err
+	}
+	r = &api.SlurmV0043GetJobsResponse{Body: body, HTTPResponse: rsp}
+	if rsp.StatusCode == http.StatusOK {
+		r.JSON200 = &dest
+	} else {
+		r.JSONDefault = &dest
+	}
+	return r, nil
 }

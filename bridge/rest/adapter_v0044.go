@@ -3,8 +3,11 @@
 package rest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -75,7 +78,11 @@ func (a *adapterV0044) nodes(ctx context.Context) ([]rawNode, error) {
 }
 
 func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
-	r, err := a.client.SlurmV0044GetJobsWithResponse(ctx, nil)
+	rsp, err := a.client.SlurmV0044GetJobs(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	r, err := parseJobsV0044(rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -189,4 +196,31 @@ func uint64V0044(v *api.V0044Uint64NoValStruct) (int64, bool) {
 		return 0, false
 	}
 	return *v.Number, true
+}
+
+// parseJobsV0044 is the generated parser, except that a number too large
+// for its generated field does not lose the whole reply (see
+// tolerableOverflow): the field is left unset and the rest is kept.
+func parseJobsV0044(rsp *http.Response) (*api.SlurmV0044GetJobsResponse, error) {
+	body, err := io.ReadAll(rsp.Body)
+	_ = rsp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	rsp.Body = io.NopCloser(bytes.NewReader(body))
+	r, err := api.ParseSlurmV0044GetJobsResponse(rsp)
+	if err == nil || !tolerableOverflow(err) {
+		return r, err
+	}
+	var dest api.V0044OpenapiJobInfoResp
+	if err := json.Unmarshal(body, &dest); err != nil && !tolerableOverflow(err) {
+		return nil, err
+	}
+	r = &api.SlurmV0044GetJobsResponse{Body: body, HTTPResponse: rsp}
+	if rsp.StatusCode == http.StatusOK {
+		r.JSON200 = &dest
+	} else {
+		r.JSONDefault = &dest
+	}
+	return r, nil
 }

@@ -247,6 +247,51 @@ func TestSnapshotRejectsBadReplies(t *testing.T) {
 	}
 }
 
+// Slurm priorities are unsigned 32-bit; the generated types hold them in
+// int32. A priority above 2^31-1 must not make the whole reply unreadable,
+// while a number that overflows anything else still does.
+func TestSnapshotSurvivesPrioritiesAbove2To31(t *testing.T) {
+	const jobs = `{"jobs":[
+		{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"infinite":false,"number":4000000000},"hold":false,"tres_per_node":"gres/gpu:1","comment":"gavel: model=a3c"},
+		{"job_id":6,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"infinite":false,"number":0},"hold":true,"tres_per_node":"gres/gpu:1"},
+		{"job_id":7,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"infinite":false,"number":4000000001},"hold":false}]}`
+	serve := func(body string) func(w http.ResponseWriter, r *http.Request) bool {
+		return func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path != "/slurm/v0.0.42/jobs" {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+			return true
+		}
+	}
+	c, _ := newTestClient(t, &fakeRestd{t: t, handler: serve(jobs)})
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	for _, tc := range []struct {
+		id   bridge.JobID
+		held bool
+	}{{5, false}, {6, true}, {7, false}} {
+		j, ok := snap.Job(tc.id)
+		if !ok {
+			t.Fatalf("job %d missing", tc.id)
+		}
+		if j.Held != tc.held {
+			t.Errorf("job %d held = %v, want %v", tc.id, j.Held, tc.held)
+		}
+	}
+	if j, _ := snap.Job(5); j.Comment != "gavel: model=a3c" || j.GPUs != 1 {
+		t.Errorf("job 5 lost fields beside its priority: %+v", j)
+	}
+
+	c, _ = newTestClient(t, &fakeRestd{t: t, handler: serve(`{"jobs":[{"job_id":99999999999,"partition":"gpu","job_state":["PENDING"]}]}`)})
+	if _, err := c.Snapshot(context.Background()); err == nil {
+		t.Error("a job id beyond int32 was accepted")
+	}
+}
+
 func TestTokenRotationAndSecrecy(t *testing.T) {
 	f := &fakeRestd{t: t}
 	c, tokenPath := newTestClient(t, f)

@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -78,4 +80,18 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// tolerableOverflow reports whether err is only a number too large for its
+// generated field in one of Slurm's "no value" structs ({"set", "number"}).
+// The generated types hold Slurm's unsigned 32-bit numbers in int32, so a
+// job priority above 2^31-1 (possible with priority/basic, or set by an
+// admin) would otherwise make every job reply undecodable and stop the
+// daemon. encoding/json skips such a field and decodes the rest; the field
+// then reads as unset, and for a priority that is the right reading: only
+// a priority of 0 means held.
+func tolerableOverflow(err error) bool {
+	var typeErr *json.UnmarshalTypeError
+	return errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number") &&
+		strings.HasSuffix(typeErr.Field, ".number")
 }

@@ -262,3 +262,22 @@ func TestIntegrationRepeatedActionsSucceed(t *testing.T) {
 		t.Fatalf("priority of a held job: %v", err)
 	}
 }
+
+// Slurm takes priorities up to 2^32-2; the snapshot must still read every
+// job, for each API version the server offers.
+func TestIntegrationPriorityAbove2To31(t *testing.T) {
+	for _, v := range []string{"v0.0.41", "v0.0.42"} {
+		t.Run(v, func(t *testing.T) {
+			c := integrationClient(t, v)
+			id := submit(t, "--begin=now+1hour", "--gres=gpu:1", "--comment=gavel: model=a3c")
+			out, err := exec.Command(os.Getenv("SCONTROL"), "update", "jobid="+id.String(), "priority=3000000000").CombinedOutput()
+			if err != nil {
+				t.Fatalf("scontrol update: %v: %s", err, out)
+			}
+			j := waitJob(t, c, id, "visible", func(bridge.Job) bool { return true })
+			if j.Held || !j.Managed() {
+				t.Fatalf("job with priority 3e9 read as %+v", j)
+			}
+		})
+	}
+}
