@@ -394,8 +394,8 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 	if j.GPUs <= 0 {
 		return false, "not managed: requests no GPUs"
 	}
-	if j.RequestedGPUType != "" {
-		return false, fmt.Sprintf("not managed: typed request gpu:%s (submit --gres=gpu:N so the type can be chosen)", j.RequestedGPUType)
+	if t := j.RequestedGPUType; t != "" && !c.typeManaged(t) {
+		return false, fmt.Sprintf("not managed: typed request for gpu:%s, a type this daemon does not schedule", t)
 	}
 	return true, ""
 }
@@ -527,6 +527,17 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		}
 		js.tag, js.scale = j.Tag, j.GPUs
 		js.model, js.throughputs, js.source = c.estimate(j.Tag.Model, j.GPUs)
+		if t := j.RequestedGPUType; t != "" {
+			// A typed request (--gres=gpu:v100:N) can only run on its
+			// type, and its request is never rewritten: the job takes
+			// part in the policy pinned there.
+			for other := range js.throughputs {
+				if other != t {
+					js.throughputs[other] = 0
+				}
+			}
+			js.source += "; pinned to " + t + " by its typed request"
+		}
 		if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, nowS); err != nil {
 			// Cannot happen for a checked job; keep it out rather than
 			// act on a job the mechanism does not know.

@@ -908,3 +908,57 @@ func TestWaitingJobsAreHeldInOneBatch(t *testing.T) {
 		t.Errorf("%d jobs held in Slurm, want the 2 whose hold was accepted", held)
 	}
 }
+
+// A tagged job with a typed request (--gres=gpu:k80:1) is scheduled on its
+// type only and its request is left as the user wrote it; a typed request
+// for a type the daemon does not schedule leaves the job to Slurm.
+func TestTypedRequestIsPinnedToItsType(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1", "c1:a100:1")
+	h.d.Core.set.GPUTypes = []string{"v100", "k80", "p100"}
+	submitTyped := func(typ string) bridge.JobID {
+		return h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, RequestedGPUType: typ, Comment: resnet})
+	}
+	pinned := submitTyped("k80")
+	other := submitTyped("a100")
+	absent := submitTyped("p100") // scheduled type, but no p100 node now
+	free := h.submit(resnet, 1)
+
+	rep := h.d.RunRound(context.Background())
+	if rep.Skipped != "" || rep.Managed != 3 {
+		t.Fatalf("report %+v, want the pinned, the absent-type and the untyped job managed", rep)
+	}
+	if got := kinds(h.slurm.Applied(), absent); len(got) != 1 || got[0] != string(bridge.ActHold) {
+		t.Errorf("job typed for a type with no GPUs now got %v, want a hold", got)
+	}
+	for _, k := range kinds(h.slurm.Applied(), pinned) {
+		if k == string(bridge.ActSetConstraints) {
+			t.Errorf("the typed job's constraints were set: %v", kinds(h.slurm.Applied(), pinned))
+		}
+	}
+	if got := kinds(h.slurm.Applied(), other); len(got) != 0 {
+		t.Errorf("job typed for an unscheduled type was touched: %v", got)
+	}
+	row := h.board.Allocation().Rows[pinned.String()]
+	for typ, x := range row {
+		if typ != "k80" && x > 0 {
+			t.Errorf("pinned job allocated %v of %s", x, typ)
+		}
+	}
+	if row["k80"] <= 0 {
+		t.Errorf("pinned job has no share of its own type: %v", row)
+	}
+	if j := h.job(free); j.Constraints != "v100" {
+		t.Errorf("untyped job constrained to %q, want v100 (k80 is the pinned job's)", j.Constraints)
+	}
+	for _, j := range h.board.Status().Jobs {
+		if j.JobID == pinned.String() && !strings.Contains(j.ThroughputSource, "pinned to k80") {
+			t.Errorf("status does not say the job is pinned: %q", j.ThroughputSource)
+		}
+		if j.JobID == absent.String() && !strings.Contains(j.Reason, "no GPU type of the cluster can run it") {
+			t.Errorf("reason for the job typed for an absent type: %q", j.Reason)
+		}
+		if j.JobID == other.String() && !strings.Contains(j.Reason, "gpu:a100") {
+			t.Errorf("reason for the a100 job: %q", j.Reason)
+		}
+	}
+}

@@ -83,6 +83,10 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	}
 	untagged := sbatch(t, "--hold", "--gres=gpu:1", "--comment=plain job")
 	own.ids[untagged] = true
+	// A typed request is scheduled on its own type, request untouched,
+	// although the model runs fastest on a V100.
+	typed := sbatch(t, "--begin=now+1hour", "--gres=gpu:k80:1", "--comment=gavel: model=resnet50-bs64 steps=10k")
+	own.ids[typed] = true
 
 	table, _ := throughputs.Reference()
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{os.Getenv("SLURM_PARTITION")},
@@ -128,6 +132,10 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 		if j.RunningGPUType == "" || j.RunningGPUType != j.Constraints {
 			t.Errorf("job %d runs on %q, chosen type %q", id, j.RunningGPUType, j.Constraints)
 		}
+	}
+	if j, _ := snap.Job(typed); j.State != bridge.JobRunning || j.RunningGPUType != "k80" || j.Constraints != "" {
+		t.Errorf("typed job: %s (%s) on %q, constraints %q; want running on k80, constraints untouched",
+			j.State, j.Reason, j.RunningGPUType, j.Constraints)
 	}
 	if j, _ := snap.Job(untagged); !j.Held || j.Constraints != "" {
 		t.Errorf("untagged job was touched: held=%v constraints=%q", j.Held, j.Constraints)

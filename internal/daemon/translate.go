@@ -82,7 +82,8 @@ func runActions(j bridge.Job, t, why string) []Action {
 		a.Job = j.ID
 		out = append(out, Action{Action: a, Why: why, Restarts: j.Restarts})
 	}
-	if j.Constraints != t {
+	// A typed request already names its type; its own constraints stay.
+	if j.RequestedGPUType == "" && j.Constraints != t {
 		add(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: t})
 	}
 	if j.Held {
