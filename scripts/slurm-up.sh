@@ -116,12 +116,17 @@ configure_root() {
   chmod 0600 "$r/etc/slurm/jwt.key"
 
   # Fake GPUs: character devices with /dev/null's numbers, one per GPU.
-  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i
+  # Each node's features: its GPU type (the daemon's constraint) and, on
+  # the first node of each type, "ib", a feature of the users' own that
+  # the daemon must keep when it adds the type.
+  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i features
   while read -r name type gpus port; do
+    features=$type
+    [[ $name == *-1 ]] && features+=",ib"
     for ((i = 0; i < gpus; i++)); do
       [ -c "$r/var/lib/gavel-gpus/$name-gpu$i" ] || mknod "$r/var/lib/gavel-gpus/$name-gpu$i" c 1 3
     done
-    nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=gpu:$type:$gpus Feature=$type State=UNKNOWN"$'\n'
+    nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=gpu:$type:$gpus Feature=$features State=UNKNOWN"$'\n'
     gres+="NodeName=$name Name=gpu Type=$type File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]"$'\n'
   done < <(nodes_list)
   [ -n "$nodes" ] || fail "SLURM_GPU_NODES defines no nodes"

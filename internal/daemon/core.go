@@ -130,6 +130,9 @@ type Core struct {
 	// restored is the saved state waiting for the first Step, which
 	// rebuilds the mechanism before loading it.
 	restored *State
+	// gpuTypes are the GPU type names seen on nodes or configured; a
+	// constraint term naming one is the daemon's choice (constraint.go).
+	gpuTypes map[string]bool
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -252,6 +255,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		return res
 	}
 	nowS := seconds(now)
+	c.noteTypes(snap)
 	servers := c.clusterOf(snap)
 	if err := c.syncCluster(servers, nowS); err != nil {
 		res.Skipped, res.SkipCause = "cluster: "+err.Error(), "cluster_error"
@@ -396,6 +400,9 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 	}
 	if t := j.RequestedGPUType; t != "" && !c.typeManaged(t) {
 		return false, fmt.Sprintf("not managed: typed request for gpu:%s, a type this daemon does not schedule", t)
+	}
+	if _, ok := ownFeatures(j.Constraints, c.isGPUType); !ok && j.RequestedGPUType == "" {
+		return false, fmt.Sprintf("not managed: --constraint=%q uses operators other than & (the daemon adds the GPU type to a job's own features with &)", j.Constraints)
 	}
 	return true, ""
 }
@@ -883,7 +890,7 @@ func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Sta
 					ts.Running++
 				}
 			case j.State == bridge.JobPending && j.Constraints != "" && !j.Held:
-				if ts := summary[j.Constraints]; ts != nil {
+				if ts := summary[constraintType(j.Constraints, c.isGPUType)]; ts != nil {
 					ts.Pending++
 				}
 			}

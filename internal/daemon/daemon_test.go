@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -121,8 +122,11 @@ func (h *harness) startChosen() {
 			continue
 		}
 		s, _ := h.slurm.Snapshot(context.Background())
+		isType := func(t string) bool {
+			return slices.ContainsFunc(s.Nodes, func(n bridge.Node) bool { return n.GPUType == t })
+		}
 		for _, n := range s.Nodes {
-			if n.GPUType == j.Constraints && n.GPUs-n.GPUsUsed >= j.GPUs {
+			if n.GPUType == constraintType(j.Constraints, isType) && n.GPUs-n.GPUsUsed >= j.GPUs {
 				if err := h.slurm.Start(j.ID, n.Name); err != nil {
 					h.t.Fatal(err)
 				}

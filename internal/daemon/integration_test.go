@@ -87,6 +87,10 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	// although the model runs fastest on a V100.
 	typed := sbatch(t, "--begin=now+1hour", "--gres=gpu:k80:1", "--comment=gavel: model=resnet50-bs64 steps=10k")
 	own.ids[typed] = true
+	// A feature of the user's own (only the first node of each type has
+	// "ib") is kept beside the type the daemon adds.
+	withFeature := sbatch(t, "--begin=now+1hour", "--gres=gpu:1", "--constraint=ib", "--comment=gavel: model=lm-bs20 steps=10k")
+	own.ids[withFeature] = true
 
 	table, _ := throughputs.Reference()
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{os.Getenv("SLURM_PARTITION")},
@@ -136,6 +140,11 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	if j, _ := snap.Job(typed); j.State != bridge.JobRunning || j.RunningGPUType != "k80" || j.Constraints != "" {
 		t.Errorf("typed job: %s (%s) on %q, constraints %q; want running on k80, constraints untouched",
 			j.State, j.Reason, j.RunningGPUType, j.Constraints)
+	}
+	if j, _ := snap.Job(withFeature); j.State != bridge.JobRunning || j.Constraints != "ib&"+j.RunningGPUType ||
+		len(j.RunningNodes) != 1 || j.RunningNodes[0] != j.RunningGPUType+"-1" {
+		t.Errorf("job with its own feature: %s (%s) on %v (%q), constraints %q; want running on the ib node of its type",
+			j.State, j.Reason, j.RunningNodes, j.RunningGPUType, j.Constraints)
 	}
 	if j, _ := snap.Job(untagged); !j.Held || j.Constraints != "" {
 		t.Errorf("untagged job was touched: held=%v constraints=%q", j.Held, j.Constraints)

@@ -47,7 +47,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		switch d.Action {
 		case rounds.Run:
 			if pending {
-				out = append(out, runActions(j, d.Type, "chosen for "+d.Type)...)
+				out = append(out, c.runActions(j, d.Type, "chosen for "+d.Type)...)
 			}
 		case rounds.Wait:
 			if pending && !j.Held {
@@ -64,7 +64,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 				// Slurm already stopped it (it failed, or an earlier
 				// requeue landed): treat it like a fresh decision.
 				if d.Type != "" {
-					out = append(out, runActions(j, d.Type, "moved to "+d.Type)...)
+					out = append(out, c.runActions(j, d.Type, "moved to "+d.Type)...)
 				} else if !j.Held {
 					out = append(out, Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts})
 				}
@@ -76,15 +76,19 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 }
 
 // runActions makes pending job j eligible to start on GPU type t.
-func runActions(j bridge.Job, t, why string) []Action {
+func (c *Core) runActions(j bridge.Job, t, why string) []Action {
 	var out []Action
 	add := func(a bridge.Action) {
 		a.Job = j.ID
 		out = append(out, Action{Action: a, Why: why, Restarts: j.Restarts})
 	}
 	// A typed request already names its type; its own constraints stay.
-	if j.RequestedGPUType == "" && j.Constraints != t {
-		add(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: t})
+	// Otherwise the job's own features are kept beside the type.
+	if j.RequestedGPUType == "" {
+		own, _ := ownFeatures(j.Constraints, c.isGPUType) // checked in eligible
+		if want := constraintFor(own, t); j.Constraints != want {
+			add(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want})
+		}
 	}
 	if j.Held {
 		add(bridge.Action{Kind: bridge.ActRelease})
@@ -146,7 +150,7 @@ func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
 			after := j
 			after.State, after.Held, after.Priority, after.Reason = bridge.JobPending, true, 0, "JobHeldUser"
 			after.Restarts++
-			out = append(out, runActions(after, target, "restart on "+target)...)
+			out = append(out, c.runActions(after, target, "restart on "+target)...)
 		} else {
 			out = append(out, Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: why, Restarts: j.Restarts})
 		}
@@ -187,6 +191,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	if snap == nil {
 		return nil
 	}
+	c.noteTypes(snap)
 	out := c.graces(snap, now)
 	c.noteHolds(out)
 	return out

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// The daemon steers a pending job to a GPU type through the job's
+// constraint: nodes carry a feature named after their GPU type. A user's
+// own features (--constraint=ib) are kept next to it, joined by "&"
+// ("ib&v100"); terms that name a GPU type are the daemon's to choose, so a
+// job pins its type with a typed request (--gres=gpu:v100:N), not with a
+// constraint. Nothing has to be remembered for this to survive a restart:
+// the job's own features are whatever its constraint holds besides types.
+
+// constraintOperators are the parts of Slurm's constraint syntax other
+// than "&": OR, matching OR, counts, grouping, negation. An expression
+// using them cannot be extended by appending "&type" without changing its
+// meaning, so such jobs are left to Slurm.
+const constraintOperators = "|[]()*,!:"
+
+// ownFeatures returns the terms of constraint c that are not GPU type
+// names, or ok=false when c uses operators other than "&".
+func ownFeatures(c string, isType func(string) bool) (own []string, ok bool) {
+	c = strings.TrimSpace(c)
+	if c == "" {
+		return nil, true
+	}
+	if strings.ContainsAny(c, constraintOperators) {
+		return nil, false
+	}
+	for _, term := range strings.Split(c, "&") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			return nil, false
+		}
+		if !isType(term) && !slices.Contains(own, term) {
+			own = append(own, term)
+		}
+	}
+	return own, true
+}
+
+// constraintFor is the constraint that keeps a job's own features and
+// places it on GPU type t.
+func constraintFor(own []string, t string) string {
+	return strings.Join(append(slices.Clone(own), t), "&")
+}
+
+// constraintType is the GPU type a plain "&" constraint names, if any.
+func constraintType(c string, isType func(string) bool) string {
+	if strings.ContainsAny(c, constraintOperators) {
+		return ""
+	}
+	for _, term := range strings.Split(c, "&") {
+		if term = strings.TrimSpace(term); isType(term) {
+			return term
+		}
+	}
+	return ""
+}
+
+// noteTypes records the GPU type names of the snapshot's nodes (down ones
+// included: a constraint naming them is still the daemon's) and of the
+// configuration.
+func (c *Core) noteTypes(snap *bridge.Snapshot) {
+	if c.gpuTypes == nil {
+		c.gpuTypes = map[string]bool{}
+	}
+	for _, t := range c.set.GPUTypes {
+		c.gpuTypes[t] = true
+	}
+	if snap == nil {
+		return
+	}
+	for _, n := range snap.Nodes {
+		if n.GPUType != "" {
+			c.gpuTypes[n.GPUType] = true
+		}
+	}
+}
+
+func (c *Core) isGPUType(s string) bool { return c.gpuTypes[s] }
