@@ -5,7 +5,6 @@ package rest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,7 +81,7 @@ func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := parseJobsV0044(rsp)
+	r, priorities, err := parseJobsV0044(rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +108,9 @@ func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
 		}
 		raw.NodeCount, _ = uint32V0044(j.NodeCount)
 		raw.Priority, raw.PrioritySet = uint32V0044(j.Priority)
+		if p, ok := priorities[raw.ID]; ok {
+			raw.Priority = p
+		}
 		raw.SubmitTime, _ = uint64V0044(j.SubmitTime)
 		raw.StartTime, _ = uint64V0044(j.StartTime)
 		if j.JobState != nil {
@@ -198,29 +200,28 @@ func uint64V0044(v *api.V0044Uint64NoValStruct) (int64, bool) {
 	return *v.Number, true
 }
 
-// parseJobsV0044 is the generated parser, except that a number too large
-// for its generated field does not lose the whole reply (see
-// tolerableOverflow): the field is left unset and the rest is kept.
-func parseJobsV0044(rsp *http.Response) (*api.SlurmV0044GetJobsResponse, error) {
+// parseJobsV0044 is the generated parser, with one exception: job
+// priorities above the generated int32 (see clampPriorities) are clamped
+// for decoding, the reply is decoded again strictly, and the true values
+// are returned by job id.
+func parseJobsV0044(rsp *http.Response) (*api.SlurmV0044GetJobsResponse, map[int64]int64, error) {
 	body, err := io.ReadAll(rsp.Body)
 	_ = rsp.Body.Close()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rsp.Body = io.NopCloser(bytes.NewReader(body))
-	r, err := api.ParseSlurmV0044GetJobsResponse(rsp)
-	if err == nil || !tolerableOverflow(err) {
-		return r, err
+	parse := func(b []byte) (*api.SlurmV0044GetJobsResponse, error) {
+		rsp.Body = io.NopCloser(bytes.NewReader(b))
+		return api.ParseSlurmV0044GetJobsResponse(rsp)
 	}
-	var dest api.V0044OpenapiJobInfoResp
-	if err := json.Unmarshal(body, &dest); err != nil && !tolerableOverflow(err) {
-		return nil, err
+	r, err := parse(body)
+	if err == nil || !priorityOverflow(err) {
+		return r, nil, err
 	}
-	r = &api.SlurmV0044GetJobsResponse{Body: body, HTTPResponse: rsp}
-	if rsp.StatusCode == http.StatusOK {
-		r.JSON200 = &dest
-	} else {
-		r.JSONDefault = &dest
+	clamped, priorities, cerr := clampPriorities(body)
+	if cerr != nil {
+		return nil, nil, fmt.Errorf("%w (and clamping priorities: %v)", err, cerr)
 	}
-	return r, nil
+	r, err = parse(clamped)
+	return r, priorities, err
 }

@@ -224,6 +224,9 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 		rawNodes, nodesErr = a.nodes(callCtx)
 	}()
 	rawJobs, jobsErr := a.jobs(callCtx)
+	if jobsErr != nil {
+		cancel() // the snapshot has failed: do not wait for the nodes
+	}
 	<-nodesDone
 	if nodesErr != nil {
 		c.forget(nodesErr)

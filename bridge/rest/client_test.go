@@ -282,13 +282,28 @@ func TestSnapshotSurvivesPrioritiesAbove2To31(t *testing.T) {
 			t.Errorf("job %d held = %v, want %v", tc.id, j.Held, tc.held)
 		}
 	}
-	if j, _ := snap.Job(5); j.Comment != "gavel: model=a3c" || j.GPUs != 1 {
-		t.Errorf("job 5 lost fields beside its priority: %+v", j)
+	if j, _ := snap.Job(5); j.Comment != "gavel: model=a3c" || j.GPUs != 1 || j.Priority != 4000000000 {
+		t.Errorf("job 5 read as %+v, want its comment, 1 GPU and priority 4000000000", j)
+	}
+	if j, _ := snap.Job(6); j.Priority != 0 {
+		t.Errorf("job 6 priority %d, want 0", j.Priority)
 	}
 
-	c, _ = newTestClient(t, &fakeRestd{t: t, handler: serve(`{"jobs":[{"job_id":99999999999,"partition":"gpu","job_state":["PENDING"]}]}`)})
-	if _, err := c.Snapshot(context.Background()); err == nil {
-		t.Error("a job id beyond int32 was accepted")
+	// Everything else is still read strictly, before or after such a
+	// priority.
+	for name, body := range map[string]string{
+		"job id beyond int32": `{"jobs":[{"job_id":99999999999,"partition":"gpu","job_state":["PENDING"]}]}`,
+		"bad value after a large priority": `{"jobs":[
+			{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000}},
+			{"job_id":6,"partition":"gpu","job_state":["PENDING"],"hold":"yes"}]}`,
+		"overflow elsewhere after a large priority": `{"jobs":[
+			{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000}},
+			{"job_id":6,"partition":"gpu","job_state":["PENDING"],"restart_cnt":4000000000}]}`,
+	} {
+		c, _ = newTestClient(t, &fakeRestd{t: t, handler: serve(body)})
+		if _, err := c.Snapshot(context.Background()); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 

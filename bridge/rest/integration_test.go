@@ -275,7 +275,7 @@ func TestIntegrationPriorityAbove2To31(t *testing.T) {
 				t.Fatalf("scontrol update: %v: %s", err, out)
 			}
 			j := waitJob(t, c, id, "visible", func(bridge.Job) bool { return true })
-			if j.Held || !j.Managed() {
+			if j.Held || !j.Managed() || j.Priority != 3000000000 {
 				t.Fatalf("job with priority 3e9 read as %+v", j)
 			}
 		})
