@@ -75,11 +75,46 @@ func (c *Core) noteTypes(snap *bridge.Snapshot) {
 	if snap == nil {
 		return
 	}
+	c.typeNodes = map[string][]bridge.Node{}
 	for _, n := range snap.Nodes {
 		if n.GPUType != "" {
 			c.gpuTypes[n.GPUType] = true
+			c.typeNodes[n.GPUType] = append(c.typeNodes[n.GPUType], n)
 		}
 	}
 }
 
 func (c *Core) isGPUType(s string) bool { return c.gpuTypes[s] }
+
+// knownTypes are the GPU types jobs get estimates for: the types nodes
+// have or the configuration names, whether or not they have free GPUs
+// now, so a job can use a type that was busy or down when it arrived.
+func (c *Core) knownTypes() []string {
+	types := make([]string, 0, len(c.gpuTypes))
+	for t := range c.gpuTypes {
+		types = append(types, t)
+	}
+	if c.mech != nil {
+		for _, t := range c.mech.Types() {
+			if !c.gpuTypes[t] {
+				types = append(types, t)
+			}
+		}
+	}
+	slices.Sort(types)
+	return types
+}
+
+// typesWithFeatures lists the GPU types that have a node carrying every
+// one of the features (all types when there are none).
+func (c *Core) typesWithFeatures(features []string) []string {
+	var out []string
+	for _, t := range c.knownTypes() {
+		if len(features) == 0 || slices.ContainsFunc(c.typeNodes[t], func(n bridge.Node) bool {
+			return !slices.ContainsFunc(features, func(f string) bool { return !slices.Contains(n.Features, f) })
+		}) {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
@@ -50,31 +51,89 @@ func TestOwnFeatures(t *testing.T) {
 }
 
 // A job's own features stay when the daemon adds and later changes the GPU
-// type; a constraint the daemon cannot extend leaves the job to Slurm.
+// type, and only types with a node that has them are used; a constraint
+// the daemon cannot extend, or features no node has, leave the job to
+// Slurm.
 func TestOwnConstraintIsKept(t *testing.T) {
-	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
-	withFeature := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib", Comment: resnet})
-	alternatives := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib|eth", Comment: resnet})
+	h := newHarness(t, t.TempDir())
+	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100"}})
+	h.slurm.AddNode(bridge.Node{Name: "b1", GPUType: "k80", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"k80", "ib"}})
+	submit := func(constraint string) bridge.JobID {
+		return h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: constraint, Comment: resnet})
+	}
+	withFeature := submit("ib")
+	alternatives := submit("ib|eth")
+	nowhere := submit("gpfs")
 
 	if rep := h.d.RunRound(context.Background()); rep.Managed != 1 {
-		t.Fatalf("report %+v, want only the job with a plain feature managed", rep)
+		t.Fatalf("report %+v, want only the job with a feature some node has managed", rep)
 	}
+	// ResNet-50 runs fastest on a V100, but only the K80 node has ib.
 	j := h.job(withFeature)
-	if j.Constraints != "ib&v100" {
-		t.Fatalf("constraint %q, want the user's feature and the chosen type, ib&v100", j.Constraints)
+	if j.Constraints != "ib&k80" {
+		t.Fatalf("constraint %q, want the user's feature and the only type with it, ib&k80", j.Constraints)
 	}
-	if got := kinds(h.slurm.Applied(), alternatives); len(got) != 0 {
-		t.Errorf("job with an OR constraint was touched: %v", got)
+	if row := h.board.Allocation().Rows[withFeature.String()]; row["v100"] > 0 {
+		t.Errorf("allocation %v gives the job V100 time, where no node has ib", row)
 	}
-	for _, js := range h.board.Status().Jobs {
-		if js.JobID == alternatives.String() && !strings.Contains(js.Reason, "operators other than &") {
-			t.Errorf("reason %q", js.Reason)
+	for _, id := range []bridge.JobID{alternatives, nowhere} {
+		if got := kinds(h.slurm.Applied(), id); len(got) != 0 {
+			t.Errorf("unmanaged job %d was touched: %v", id, got)
 		}
 	}
+	reasons := map[string]string{}
+	for _, js := range h.board.Status().Jobs {
+		reasons[js.JobID] = js.Reason
+	}
+	if !strings.Contains(reasons[alternatives.String()], "operators other than &") {
+		t.Errorf("reason for ib|eth: %q", reasons[alternatives.String()])
+	}
+	if !strings.Contains(reasons[nowhere.String()], "no GPU node has all of its features gpfs") {
+		t.Errorf("reason for gpfs: %q", reasons[nowhere.String()])
+	}
 
-	// The type is changed in place: ib stays, v100 goes.
-	acts := h.d.Core.runActions(j, "k80", "test")
-	if len(acts) == 0 || acts[0].Kind != bridge.ActSetConstraints || acts[0].Constraints != "ib&k80" {
-		t.Errorf("moving to k80 sends %v, want constraints ib&k80 first", acts)
+	// Changing the type keeps ib and replaces the type.
+	acts := h.d.Core.runActions(j, "v100", "test")
+	if len(acts) == 0 || acts[0].Kind != bridge.ActSetConstraints || acts[0].Constraints != "ib&v100" {
+		t.Errorf("moving to v100 sends %v, want constraints ib&v100 first", acts)
+	}
+}
+
+// A job pinned to a type that has no free GPUs when it arrives (all held
+// by others) or no nodes at all runs there once GPUs of the type appear.
+func TestPinnedJobRunsWhenItsTypeAppears(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
+	h.d.Core.set.GPUTypes = []string{"v100", "k80", "p100"}
+	other := h.submit("not scheduled here", 1)
+	if err := h.slurm.Start(other, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	typed := func(typ string) bridge.JobID {
+		return h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, RequestedGPUType: typ, Comment: resnet})
+	}
+	onK80, onP100 := typed("k80"), typed("p100")
+	round := func() {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		if rep := h.d.RunRound(context.Background()); rep.Skipped != "" || rep.Failed != 0 {
+			t.Fatalf("round: %+v", rep)
+		}
+	}
+	round()
+	if !h.job(onK80).Held || !h.job(onP100).Held {
+		t.Fatalf("with no free K80 and no P100 both pinned jobs should wait held")
+	}
+
+	if err := h.slurm.Finish(other, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	h.slurm.AddNode(bridge.Node{Name: "c1", GPUType: "p100", GPUs: 1, Partitions: []string{"gpu"}})
+	for range 3 {
+		round()
+		h.startChosen()
+	}
+	for id, typ := range map[bridge.JobID]string{onK80: "k80", onP100: "p100"} {
+		if j := h.job(id); j.State != bridge.JobRunning || j.RunningGPUType != typ {
+			t.Errorf("job pinned to %s: %s (%s) on %q, held %v", typ, j.State, j.Reason, j.RunningGPUType, j.Held)
+		}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -133,6 +134,8 @@ type Core struct {
 	// gpuTypes are the GPU type names seen on nodes or configured; a
 	// constraint term naming one is the daemon's choice (constraint.go).
 	gpuTypes map[string]bool
+	// typeNodes are the latest snapshot's nodes by GPU type.
+	typeNodes map[string][]bridge.Node
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -401,8 +404,14 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 	if t := j.RequestedGPUType; t != "" && !c.typeManaged(t) {
 		return false, fmt.Sprintf("not managed: typed request for gpu:%s, a type this daemon does not schedule", t)
 	}
-	if _, ok := ownFeatures(j.Constraints, c.isGPUType); !ok && j.RequestedGPUType == "" {
-		return false, fmt.Sprintf("not managed: --constraint=%q uses operators other than & (the daemon adds the GPU type to a job's own features with &)", j.Constraints)
+	if j.RequestedGPUType == "" {
+		own, ok := ownFeatures(j.Constraints, c.isGPUType)
+		if !ok {
+			return false, fmt.Sprintf("not managed: --constraint=%q uses operators other than & (the daemon adds the GPU type to a job's own features with &)", j.Constraints)
+		}
+		if len(own) > 0 && c.typeNodes != nil && len(c.typesWithFeatures(own)) == 0 {
+			return false, fmt.Sprintf("not managed: no GPU node has all of its features %s", strings.Join(own, "&"))
+		}
 	}
 	return true, ""
 }
@@ -544,6 +553,16 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 				}
 			}
 			js.source += "; pinned to " + t + " by its typed request"
+		} else if own, _ := ownFeatures(j.Constraints, c.isGPUType); len(own) > 0 {
+			// Only types with a node that has the job's own features
+			// can run it.
+			fit := c.typesWithFeatures(own)
+			for t := range js.throughputs {
+				if !slices.Contains(fit, t) {
+					js.throughputs[t] = 0
+				}
+			}
+			js.source += "; only " + strings.Join(fit, ", ") + " have nodes with its features " + strings.Join(own, "&")
 		}
 		if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, nowS); err != nil {
 			// Cannot happen for a checked job; keep it out rather than
@@ -627,7 +646,7 @@ func (c *Core) RestoreJournal(entries []store.Entry, records map[string]store.Jo
 // than guessing a speed-up). Types the table lacks get the model's slowest
 // known rate.
 func (c *Core) estimate(model string, scale int) (string, map[string]float64, string) {
-	types := c.mech.Types()
+	types := c.knownTypes()
 	out := make(map[string]float64, len(types))
 	name, ok := bridge.ResolveModel(model, c.table.Models())
 	if ok && c.table.Has(name, scale) {
@@ -733,8 +752,14 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 			weight = 1
 		}
 		since := now.Sub(js.firstSeen).Seconds()
+		// Estimates cover every known type; the policy sees the types
+		// with GPUs for managed jobs now.
+		rates := make(map[string]float64, len(p.GPUs))
+		for t := range p.GPUs {
+			rates[t] = js.throughputs[t]
+		}
 		job := policy.Job{
-			ID: id, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: weight,
+			ID: id, Throughputs: rates, ScaleFactor: js.scale, Weight: weight,
 			TimeSinceStart: since, Arrival: seconds(js.firstSeen), Entity: js.tag.Entity,
 		}
 		if js.tag.Steps > 0 {

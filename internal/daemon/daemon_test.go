@@ -113,12 +113,12 @@ func (h *harness) job(id bridge.JobID) bridge.Job {
 }
 
 // startChosen starts every released pending job on a free node of the type
-// its constraint names, as slurmctld would.
+// its typed request or its constraint names, as slurmctld would.
 func (h *harness) startChosen() {
 	h.t.Helper()
 	snap, _ := h.slurm.Snapshot(context.Background())
 	for _, j := range snap.Jobs {
-		if j.State != bridge.JobPending || j.Held || j.Constraints == "" {
+		if j.State != bridge.JobPending || j.Held || (j.Constraints == "" && j.RequestedGPUType == "") {
 			continue
 		}
 		s, _ := h.slurm.Snapshot(context.Background())
@@ -126,7 +126,11 @@ func (h *harness) startChosen() {
 			return slices.ContainsFunc(s.Nodes, func(n bridge.Node) bool { return n.GPUType == t })
 		}
 		for _, n := range s.Nodes {
-			if n.GPUType == constraintType(j.Constraints, isType) && n.GPUs-n.GPUsUsed >= j.GPUs {
+			want := j.RequestedGPUType
+			if want == "" {
+				want = constraintType(j.Constraints, isType)
+			}
+			if n.GPUType == want && n.GPUs-n.GPUsUsed >= j.GPUs {
 				if err := h.slurm.Start(j.ID, n.Name); err != nil {
 					h.t.Fatal(err)
 				}
