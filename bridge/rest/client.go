@@ -228,13 +228,13 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 		cancel() // the snapshot has failed: do not wait for the nodes
 	}
 	<-nodesDone
-	if nodesErr != nil {
-		c.forget(nodesErr)
-		return nil, fmt.Errorf("snapshot: read nodes: %w", nodesErr)
-	}
 	if jobsErr != nil {
 		c.forget(jobsErr)
 		return nil, fmt.Errorf("snapshot: read jobs: %w", jobsErr)
+	}
+	if nodesErr != nil {
+		c.forget(nodesErr)
+		return nil, fmt.Errorf("snapshot: read nodes: %w", nodesErr)
 	}
 	return buildSnapshot(taken, a.version(), c.cfg.Partitions, rawNodes, rawJobs)
 }
@@ -346,6 +346,9 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 const (
 	batchCallers  = 4
 	batchMinChunk = 100
+	// batchFallbackRequests bounds the REST requests at once when a
+	// failed call's jobs are sent again one by one.
+	batchFallbackRequests = 8
 )
 
 // batchChunks splits n ids into contiguous chunk sizes for concurrent calls.
@@ -371,8 +374,8 @@ var batchVerbs = map[bridge.ActionKind]string{
 // ApplyBatch implements bridge.BatchActuator. slurmrestd updates one job per
 // request (tens of milliseconds each, and slurmctld serializes them), so
 // holds and releases are sent with scontrol, a few hundred job ids a call.
-// When such a call fails, its actions are sent again one by one, so that
-// each job's error is known (holding an already held job succeeds). Other
+// When such a call fails, its actions are sent again one by one (several
+// requests at a time), so that each job's error is known (holding an already held job succeeds). Other
 // kinds are sent one by one.
 func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
 	errs := make([]error, len(actions))
@@ -409,9 +412,21 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 				if err := c.scontrolList(ctx, verb, ids); err == nil {
 					return
 				}
+				// One bad job fails the whole call: find out which by
+				// sending the chunk again one job a request, several at
+				// a time, since the round's other actions wait for it.
+				var each sync.WaitGroup
+				slots := make(chan struct{}, batchFallbackRequests)
 				for _, i := range chunk {
-					errs[i] = c.Apply(ctx, actions[i])
+					each.Add(1)
+					slots <- struct{}{}
+					go func() {
+						defer each.Done()
+						errs[i] = c.Apply(ctx, actions[i])
+						<-slots
+					}()
 				}
+				each.Wait()
 			}()
 		}
 		wg.Wait()

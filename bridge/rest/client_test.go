@@ -544,6 +544,7 @@ func TestApplyBatchFallsBackToOneByOne(t *testing.T) {
 			posts = append(posts, r)
 		}
 	}
+	slices.Sort(posts) // sent concurrently
 	want := []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"}
 	if !slices.Equal(posts, want) {
 		t.Errorf("REST requests %q, want %q", posts, want)
