@@ -61,6 +61,7 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
 		values[f.key] = fs.String(f.flag, "", f.usage+" (overrides "+f.key+")")
 	}
 	dryRun := fs.Bool("dry-run", false, "decide and log actions without sending them (overrides scheduler.dry_run)")
+	adopt := fs.Bool("adopt-admin-holds", false, "after the state directory was lost: take managed jobs held by an admin (JobHeldAdmin) that the state does not know for the daemon's own holds in the first round, so it may release them")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -83,6 +84,7 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
 	if set["dry-run"] && *dryRun {
 		cfg.Scheduler.DryRun = true
 	}
+	cfg.Daemon.AdoptAdminHolds = *adopt
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration after flags: %w", err)
 	}
@@ -124,7 +126,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 		Policy: cfg.Scheduler.Policy, Partitions: cfg.Slurm.Partitions, GPUTypes: cfg.Cluster.GPUTypes,
 		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
 		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
-		GraceSignal: cfg.Scheduler.GraceSignal,
+		GraceSignal: cfg.Scheduler.GraceSignal, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
 	}, table)
 	if err != nil {
 		return err

@@ -91,6 +91,12 @@ type Daemon struct {
 	Listen string
 	// LogLevel is zerolog's level name: debug, info, warn, error.
 	LogLevel string
+	// AdoptAdminHolds makes the first round take managed jobs held by an
+	// admin, which the state store does not know, for the daemon's own
+	// holds: recovery after the state directory was lost. Flag only
+	// (--adopt-admin-holds), never read from the file: left on, it would
+	// release every admin hold on a fresh start.
+	AdoptAdminHolds bool
 }
 
 // Default returns the configuration used for keys the file leaves out.

@@ -61,6 +61,10 @@ type Settings struct {
 	// Seed drives the type-order shuffle of heterogeneity-agnostic
 	// policies and the randomized policies, so runs are reproducible.
 	Seed int64
+	// AdoptAdminHolds: in the first round, managed jobs held by an admin
+	// that no saved record names are taken for the daemon's own holds
+	// (recovery after the state directory was lost).
+	AdoptAdminHolds bool
 }
 
 // RunPriority is the Slurm priority given to jobs chosen to run: far above
@@ -136,6 +140,9 @@ type Core struct {
 	gpuTypes map[string]bool
 	// typeNodes are the latest snapshot's nodes by GPU type.
 	typeNodes map[string][]bridge.Node
+	// adopted is set after the first round that could adopt admin holds
+	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
+	adopted bool
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -266,6 +273,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		return res
 	}
 	res.Forget = c.syncJobs(snap, now)
+	c.adopted = true
 	if c.restored != nil {
 		if c.restored.Rounds != nil {
 			c.mech.Load(*c.restored.Rounds)
@@ -513,6 +521,13 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			// Whatever hold the daemon sent is gone; a later hold is
 			// someone else's.
 			js.heldByDaemon = false
+		}
+		if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
+			// Recovery: the hold is taken for one the daemon sent and
+			// lost the record of; the job is scheduled like any other.
+			js = &jobState{id: id, firstSeen: now, received: map[string]float64{}, heldByDaemon: true}
+			c.jobs[id] = js
+			c.order = append(c.order, id)
 		}
 		if j.State == bridge.JobPending && j.Held && (js == nil || !js.heldByDaemon) {
 			// Held by its user or an admin: left as Slurm has it and kept

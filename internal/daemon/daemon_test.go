@@ -970,3 +970,28 @@ func TestTypedRequestIsPinnedToItsType(t *testing.T) {
 		}
 	}
 }
+
+// After the state directory was lost, --adopt-admin-holds lets the first
+// round take admin holds of managed jobs for the daemon's own; user holds,
+// and admin holds that appear later, stay untouched.
+func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
+	for _, adopt := range []bool{false, true} {
+		h := newHarness(t, t.TempDir(), "a1:v100:2")
+		h.d.Core.set.AdoptAdminHolds = adopt
+		adminHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldAdmin"})
+		userHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldUser"})
+		h.d.RunRound(context.Background())
+		if j := h.job(adminHeld); j.Held == adopt {
+			t.Errorf("adopt=%v: admin-held job held=%v after the first round", adopt, j.Held)
+		}
+		if got := kinds(h.slurm.Applied(), userHeld); len(got) != 0 {
+			t.Errorf("adopt=%v: user-held job got %v", adopt, got)
+		}
+		later := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldAdmin"})
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+		if got := kinds(h.slurm.Applied(), later); len(got) != 0 {
+			t.Errorf("adopt=%v: admin hold placed after the first round was touched: %v", adopt, got)
+		}
+	}
+}
