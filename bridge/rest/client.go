@@ -32,8 +32,12 @@ type Config struct {
 	TokenFile string
 	// Partitions limits the snapshot to these partitions; empty means all.
 	Partitions []string
-	// Timeout bounds every call to slurmrestd or scontrol (default 10s).
+	// Timeout bounds every call to slurmrestd or scontrol (default 10s)
+	// but the snapshot's reads.
 	Timeout time.Duration
+	// ReadTimeout bounds the snapshot's reads of nodes and jobs
+	// (default 60s): their cost grows with every job slurmctld keeps.
+	ReadTimeout time.Duration
 	// Versions restricts the API versions to try, such as ["v0.0.41"];
 	// empty means every supported one, newest first.
 	Versions []string
@@ -114,11 +118,15 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = time.Minute
+	}
 	if cfg.Scontrol == "" {
 		cfg.Scontrol = "scontrol"
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: cfg.Timeout}
+		// Each call has its own deadline (Timeout or ReadTimeout).
+		cfg.HTTPClient = &http.Client{}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -211,7 +219,7 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	callCtx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
 	// The two reads are independent; the job list is by far the slower
 	// (slurmrestd spends about a millisecond per job), so the nodes come

@@ -570,3 +570,25 @@ func TestBatchChunks(t *testing.T) {
 		}
 	}
 }
+
+// Reading the queue may take longer than an update: it has its own bound.
+func TestSnapshotHasItsOwnDeadline(t *testing.T) {
+	slowJobs := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/slurm/v0.0.42/jobs" {
+			time.Sleep(300 * time.Millisecond)
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		read   time.Duration
+		wantOK bool
+	}{{2 * time.Second, true}, {100 * time.Millisecond, false}} {
+		c, _ := newTestClient(t, &fakeRestd{t: t, handler: slowJobs}, func(cfg *Config) {
+			cfg.Timeout, cfg.ReadTimeout = 100*time.Millisecond, tc.read
+		})
+		_, err := c.Snapshot(context.Background())
+		if (err == nil) != tc.wantOK {
+			t.Errorf("read timeout %v: snapshot error %v, want ok=%v", tc.read, err, tc.wantOK)
+		}
+	}
+}

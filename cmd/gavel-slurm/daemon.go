@@ -36,7 +36,8 @@ func init() {
 	})
 }
 
-// slurmTimeout bounds each call to slurmrestd.
+// slurmTimeout bounds each update sent to slurmrestd or scontrol; reads of
+// the queue have their own bound (slurm.read_timeout).
 const slurmTimeout = 10 * time.Second
 
 // daemonFlags maps each override flag to its configuration key.
@@ -133,7 +134,8 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	}
 	if slurm == nil {
 		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
-			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(slurmTimeout)}
+			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(),
+			Timeout: slurmTimeout, ReadTimeout: cfg.Slurm.ReadTimeout}
 		if cfg.Slurm.APIVersion != "" {
 			rc.Versions = []string{cfg.Slurm.APIVersion}
 		}

@@ -49,6 +49,11 @@ type Slurm struct {
 	// Scontrol is the scontrol binary, used for requeue (slurmrestd has no
 	// requeue endpoint up to 24.11).
 	Scontrol string
+	// ReadTimeout bounds one read of the queue (nodes and jobs).
+	// slurmrestd answers with every job slurmctld keeps, at about a
+	// millisecond each, so large clusters need more than the 10 s an
+	// update gets.
+	ReadTimeout time.Duration
 }
 
 // Cluster describes the GPU types the daemon schedules across.
@@ -103,11 +108,12 @@ type Daemon struct {
 func Default() Config {
 	return Config{
 		Slurm: Slurm{
-			RestURL:    "http://127.0.0.1:6820",
-			TokenFile:  "/etc/gavel-slurm/slurm.jwt",
-			User:       "slurm",
-			Partitions: []string{"gpu"},
-			Scontrol:   "/usr/bin/scontrol",
+			RestURL:     "http://127.0.0.1:6820",
+			TokenFile:   "/etc/gavel-slurm/slurm.jwt",
+			User:        "slurm",
+			Partitions:  []string{"gpu"},
+			Scontrol:    "/usr/bin/scontrol",
+			ReadTimeout: time.Minute,
 		},
 		Cluster: Cluster{Throughputs: "simulation"},
 		Scheduler: Scheduler{
@@ -129,12 +135,13 @@ func Default() Config {
 // value is reported with its key rather than as a decoder error.
 type file struct {
 	Slurm struct {
-		RestURL    *string  `toml:"rest_url"`
-		APIVersion *string  `toml:"api_version"`
-		TokenFile  *string  `toml:"token_file"`
-		User       *string  `toml:"user"`
-		Partitions []string `toml:"partitions"`
-		Scontrol   *string  `toml:"scontrol"`
+		RestURL     *string  `toml:"rest_url"`
+		APIVersion  *string  `toml:"api_version"`
+		TokenFile   *string  `toml:"token_file"`
+		User        *string  `toml:"user"`
+		Partitions  []string `toml:"partitions"`
+		Scontrol    *string  `toml:"scontrol"`
+		ReadTimeout *string  `toml:"read_timeout"`
 	} `toml:"slurm"`
 	Cluster struct {
 		GPUTypes       []string           `toml:"gpu_types"`
@@ -207,6 +214,7 @@ func Parse(data []byte) (*Config, error) {
 		src *string
 		dst *time.Duration
 	}{
+		{"slurm.read_timeout", f.Slurm.ReadTimeout, &c.Slurm.ReadTimeout},
 		{"scheduler.round", f.Scheduler.Round, &c.Scheduler.Round},
 		{"scheduler.min_reset_interval", f.Scheduler.MinResetInterval, &c.Scheduler.MinResetInterval},
 		{"scheduler.default_grace", f.Scheduler.DefaultGrace, &c.Scheduler.DefaultGrace},
@@ -339,6 +347,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Slurm.Scontrol == "" {
 		bad("slurm.scontrol", "must not be empty")
+	}
+	if c.Slurm.ReadTimeout <= 0 {
+		bad("slurm.read_timeout", "%s is not positive", c.Slurm.ReadTimeout)
 	}
 
 	types := map[string]bool{}

@@ -31,6 +31,7 @@ token_file = "/run/jwt"
 user = "root"
 partitions = ["gpu", "gpu-long"]
 scontrol = "/opt/slurm/bin/scontrol"
+read_timeout = "2m"
 [cluster]
 gpu_types = ["k80", "v100"]
 throughputs = "physical"
@@ -52,7 +53,7 @@ log_level = "debug"
 			check: func(t *testing.T, c *Config) {
 				want := Config{
 					Slurm: Slurm{RestURL: "https://ctl.example:6820", APIVersion: "v0.0.42", TokenFile: "/run/jwt", User: "root",
-						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol"},
+						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol", ReadTimeout: 2 * time.Minute},
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
 						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DryRun: true},
@@ -84,6 +85,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"unknown key in section":  {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
 		"unknown section":         {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
 		"bad duration":            {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
+		"zero read timeout":       {"[slurm]\nread_timeout = \"0s\"", "slurm.read_timeout"},
 		"duration as number":      {"[scheduler]\nround = 20", "scheduler.round"},
 		"round too short":         {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
 		"negative grace":          {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},

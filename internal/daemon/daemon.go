@@ -239,11 +239,12 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 
 // SlurmHTTPClient is the HTTP client for slurmrestd: it keeps a connection
 // open per apply worker, where Go's default keeps two and would open and
-// close one per request for the others.
-func SlurmHTTPClient(timeout time.Duration) *http.Client {
+// close one per request for the others. It sets no overall timeout: the
+// REST client gives each call its own deadline.
+func SlurmHTTPClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = applyWorkers
-	return &http.Client{Timeout: timeout, Transport: tr}
+	return &http.Client{Transport: tr}
 }
 
 // applyWorkers is how many jobs' actions are sent to Slurm at once. Each

@@ -61,7 +61,7 @@ func ownPartition(t testing.TB, env *slurmtest.Env, nodes ...string) string {
 func restClient(t testing.TB, env *slurmtest.Env, url, partition string) *rest.Client {
 	t.Helper()
 	c, err := rest.New(rest.Config{URL: url, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
-		Partitions: []string{partition}, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient(10 * time.Second)})
+		Partitions: []string{partition}, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient()})
 	if err != nil {
 		t.Fatal(err)
 	}
