@@ -447,21 +447,18 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
 
 // persist saves the round's job records and counters.
 func (d *Daemon) persist(res Result) {
-	if err := d.Store.PutJobs(res.Records); err != nil {
-		d.Log.Error().Err(err).Msg("persist jobs")
-	}
-	if len(res.Forget) > 0 {
-		if err := d.Store.DeleteJobs(res.Forget); err != nil {
-			d.Log.Error().Err(err).Msg("forget finished jobs")
-		}
-	}
-	if err := d.Store.PutMeta("round", res.Round); err != nil {
+	meta := map[string]any{"round": res.Round, "core": res.State}
+	if err := d.Store.SaveRound(res.Records, res.Forget, meta); err != nil {
 		d.Log.Error().Err(err).Msg("persist round")
 	}
-	if err := d.Store.PutMeta("core", res.State); err != nil {
-		d.Log.Error().Err(err).Msg("persist round mechanism")
-	}
-	if _, err := d.Store.PruneJournal(d.Clock.Now().Add(-journalRetention)); err != nil {
-		d.Log.Error().Err(err).Msg("prune journal")
+	// Pruning reads the whole journal: once every pruneEvery rounds is
+	// enough for a retention measured in hours.
+	if res.Round%pruneEvery == 0 {
+		if _, err := d.Store.PruneJournal(d.Clock.Now().Add(-journalRetention)); err != nil {
+			d.Log.Error().Err(err).Msg("prune journal")
+		}
 	}
 }
+
+// pruneEvery is how many rounds pass between journal prunings.
+const pruneEvery = 10

@@ -117,24 +117,60 @@ type JobRecord struct {
 
 // PutJobs writes the records in one transaction, replacing earlier ones.
 func (s *Store) PutJobs(records []JobRecord) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return putJobs(tx, records) }); err != nil {
+		return fmt.Errorf("store jobs: %w", err)
+	}
+	return nil
+}
+
+func putJobs(tx *bolt.Tx, records []JobRecord) error {
+	b := tx.Bucket(bucketJobs)
+	for _, r := range records {
+		if r.JobID == "" {
+			return errors.New("job record without a job id")
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode job %s: %w", r.JobID, err)
+		}
+		if err := b.Put([]byte(r.JobID), data); err != nil {
+			return fmt.Errorf("write job %s: %w", r.JobID, err)
+		}
+	}
+	return nil
+}
+
+// SaveRound writes a round's state in one transaction: the job records,
+// the jobs to forget and the meta values. One transaction means one
+// fsync, and a crash leaves either the whole round saved or none of it.
+func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]any) error {
+	encoded := make(map[string][]byte, len(meta))
+	for k, v := range meta {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode meta %s: %w", k, err)
+		}
+		encoded[k] = data
+	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJobs)
-		for _, r := range records {
-			if r.JobID == "" {
-				return errors.New("job record without a job id")
+		if err := putJobs(tx, records); err != nil {
+			return err
+		}
+		jobs := tx.Bucket(bucketJobs)
+		for _, id := range forget {
+			if err := jobs.Delete([]byte(id)); err != nil {
+				return fmt.Errorf("delete job %s: %w", id, err)
 			}
-			data, err := json.Marshal(r)
-			if err != nil {
-				return fmt.Errorf("encode job %s: %w", r.JobID, err)
-			}
-			if err := b.Put([]byte(r.JobID), data); err != nil {
-				return fmt.Errorf("write job %s: %w", r.JobID, err)
+		}
+		for k, data := range encoded {
+			if err := tx.Bucket(bucketMeta).Put([]byte(k), data); err != nil {
+				return fmt.Errorf("write meta %s: %w", k, err)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("store jobs: %w", err)
+		return fmt.Errorf("save round: %w", err)
 	}
 	return nil
 }

@@ -250,3 +250,36 @@ func TestBatchIntentsAndSettle(t *testing.T) {
 		t.Errorf("outcome details lost: %+v", all)
 	}
 }
+
+func TestSaveRoundIsOneTransaction(t *testing.T) {
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	if err := s.PutJobs([]JobRecord{{JobID: "1", UpdatedAt: t0}, {JobID: "2", UpdatedAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveRound([]JobRecord{{JobID: "2", LastDecision: "run", UpdatedAt: t0}, {JobID: "3", UpdatedAt: t0}},
+		[]string{"1"}, map[string]any{"round": 7}); err != nil {
+		t.Fatal(err)
+	}
+	// A bad record fails the whole round: neither the forget nor the meta
+	// value of that call lands.
+	if err := s.SaveRound([]JobRecord{{JobID: ""}}, []string{"2"}, map[string]any{"round": 8}); err == nil {
+		t.Fatal("a record without a job id was accepted")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, dir)
+	defer s.Close()
+	jobs, err := s.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 2 || jobs["2"].LastDecision != "run" || jobs["3"].JobID != "3" {
+		t.Errorf("jobs after SaveRound: %+v", jobs)
+	}
+	var round int
+	if err := s.GetMeta("round", &round); err != nil || round != 7 {
+		t.Errorf("round = %d, %v; want 7", round, err)
+	}
+}
