@@ -82,6 +82,17 @@ func (c *Core) noteTypes(snap *bridge.Snapshot) {
 			c.typeNodes[n.GPUType] = append(c.typeNodes[n.GPUType], n)
 		}
 	}
+	var sig strings.Builder
+	for _, t := range c.knownTypes() {
+		sig.WriteString(t + ":")
+		var feats []string
+		for _, n := range c.typeNodes[t] {
+			feats = append(feats, strings.Join(n.Features, ","))
+		}
+		slices.Sort(feats)
+		sig.WriteString(strings.Join(slices.Compact(feats), ";") + "|")
+	}
+	c.typesSig = sig.String()
 }
 
 func (c *Core) isGPUType(s string) bool { return c.gpuTypes[s] }
@@ -105,11 +116,14 @@ func (c *Core) knownTypes() []string {
 	return types
 }
 
-// typesWithFeatures lists the GPU types that have a node carrying every
-// one of the features (all types when there are none).
+// typesWithFeatures lists the scheduled GPU types that have a node
+// carrying every one of the features (all of them when there are none).
 func (c *Core) typesWithFeatures(features []string) []string {
 	var out []string
 	for _, t := range c.knownTypes() {
+		if !c.typeManaged(t) {
+			continue
+		}
 		if len(features) == 0 || slices.ContainsFunc(c.typeNodes[t], func(n bridge.Node) bool {
 			return !slices.ContainsFunc(features, func(f string) bool { return !slices.Contains(n.Features, f) })
 		}) {

@@ -137,3 +137,59 @@ func TestPinnedJobRunsWhenItsTypeAppears(t *testing.T) {
 		}
 	}
 }
+
+// With no configured types, a job pinned to a type no node had at its
+// arrival runs there once such a node joins; a job whose feature moves to
+// another type follows it.
+func TestRatesFollowNewTypesAndFeatures(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100", "ib"}})
+	h.slurm.AddNode(bridge.Node{Name: "b1", GPUType: "k80", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"k80"}})
+	pinned := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, RequestedGPUType: "p100", Comment: resnet})
+	round := func() {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		if rep := h.d.RunRound(context.Background()); rep.Skipped != "" || rep.Failed != 0 {
+			t.Fatalf("round: %+v", rep)
+		}
+		h.startChosen()
+	}
+	round()
+	if !h.job(pinned).Held {
+		t.Fatal("the job pinned to p100 should wait while there is no p100")
+	}
+	h.slurm.AddNode(bridge.Node{Name: "c1", GPUType: "p100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"p100"}})
+	round()
+	round()
+	if j := h.job(pinned); j.State != bridge.JobRunning || j.RunningGPUType != "p100" {
+		t.Errorf("pinned job after a p100 joined: %s (%s) on %q", j.State, j.Reason, j.RunningGPUType)
+	}
+}
+
+// A job the daemon held that stops being managed (here: no node has its
+// feature any more) gets its hold released, not forgotten held.
+func TestDaemonHoldIsReleasedWhenTheJobStopsBeingManaged(t *testing.T) {
+	h := newHarness(t, t.TempDir())
+	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100", "ib"}})
+	first := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib", Comment: resnet})
+	second := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib", Comment: resnet})
+	h.d.RunRound(context.Background())
+	held := first
+	if !h.job(first).Held {
+		held = second
+	}
+	if !h.job(held).Held {
+		t.Fatal("one of two jobs for one GPU should be held")
+	}
+	// The ib node leaves the partition.
+	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100"}})
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if j := h.job(held); j.Held {
+		t.Errorf("job %d no longer managed but still held by the daemon (%s)", held, j.Reason)
+	}
+	for _, js := range h.board.Status().Jobs {
+		if js.JobID == held.String() && !strings.Contains(js.Reason, "no GPU node has all of its features ib") {
+			t.Errorf("reason %q", js.Reason)
+		}
+	}
+}

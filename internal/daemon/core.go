@@ -27,6 +27,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -140,6 +141,13 @@ type Core struct {
 	gpuTypes map[string]bool
 	// typeNodes are the latest snapshot's nodes by GPU type.
 	typeNodes map[string][]bridge.Node
+	// typesSig describes the known types and their nodes' features;
+	// ratesSig is the description the jobs' rates were last refreshed
+	// against (refreshRates).
+	typesSig, ratesSig string
+	// released are the releases of daemon holds on jobs that stopped
+	// being managed this round (syncJobs), sent with the round's actions.
+	released []Action
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
 	adopted bool
@@ -274,6 +282,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	res.Forget = c.syncJobs(snap, now)
 	c.adopted = true
+	c.refreshRates(snap)
 	if c.restored != nil {
 		if c.restored.Rounds != nil {
 			c.mech.Load(*c.restored.Rounds)
@@ -306,6 +315,14 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	c.plan = plan
 	res.Actions, res.Preemptions = c.translate(snap, plan, now)
+	// Releases found in a round that stopped early wait for this one;
+	// only those whose job is still held go out.
+	for _, a := range c.released {
+		if j, ok := snap.Job(a.Job); ok && j.State == bridge.JobPending && j.Held {
+			res.Actions = append(res.Actions, a)
+		}
+	}
+	c.released = nil
 	c.noteHolds(res.Actions)
 	c.lastRound = now
 	res.Records = c.records(now)
@@ -557,28 +574,7 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			c.order = append(c.order, id)
 		}
 		js.tag, js.scale = j.Tag, j.GPUs
-		js.model, js.throughputs, js.source = c.estimate(j.Tag.Model, j.GPUs)
-		if t := j.RequestedGPUType; t != "" {
-			// A typed request (--gres=gpu:v100:N) can only run on its
-			// type, and its request is never rewritten: the job takes
-			// part in the policy pinned there.
-			for other := range js.throughputs {
-				if other != t {
-					js.throughputs[other] = 0
-				}
-			}
-			js.source += "; pinned to " + t + " by its typed request"
-		} else if own, _ := ownFeatures(j.Constraints, c.isGPUType); len(own) > 0 {
-			// Only types with a node that has the job's own features
-			// can run it.
-			fit := c.typesWithFeatures(own)
-			for t := range js.throughputs {
-				if !slices.Contains(fit, t) {
-					js.throughputs[t] = 0
-				}
-			}
-			js.source += "; only " + strings.Join(fit, ", ") + " have nodes with its features " + strings.Join(own, "&")
-		}
+		js.model, js.throughputs, js.source = c.rates(j)
 		if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, nowS); err != nil {
 			// Cannot happen for a checked job; keep it out rather than
 			// act on a job the mechanism does not know.
@@ -595,6 +591,19 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		}
 		if c.jobs[id].scale != 0 {
 			c.mech.RemoveJob(id, nowS) //nolint:errcheck // known to the mechanism
+		}
+		if c.jobs[id].heldByDaemon {
+			// Still in Slurm but no longer managed (its tag, features or
+			// partition changed): a hold the daemon sent would outlive
+			// the record that says it is the daemon's. Give the job back
+			// to Slurm's normal handling.
+			if jid, err := parseJobID(id); err == nil {
+				if j, ok := snap.Job(jid); ok && j.State == bridge.JobPending && j.Held {
+					_, why := c.eligible(j)
+					c.released = append(c.released, Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
+						Why: "hold released: " + why, Restarts: j.Restarts})
+				}
+			}
 		}
 		delete(c.jobs, id)
 		forget = append(forget, id)
@@ -651,6 +660,68 @@ func (c *Core) RestoreJournal(entries []store.Entry, records map[string]store.Jo
 			js.graceStart = e.Created
 		}
 		c.noteHolds([]Action{a})
+	}
+}
+
+// rates is a job's estimate (see estimate) limited to the types it can
+// run on: its typed request's type, or the types with a node that has its
+// own constraint features.
+func (c *Core) rates(j bridge.Job) (model string, rates map[string]float64, source string) {
+	model, rates, source = c.estimate(j.Tag.Model, j.GPUs)
+	if t := j.RequestedGPUType; t != "" {
+		// A typed request (--gres=gpu:v100:N) can only run on its type,
+		// and its request is never rewritten: the job takes part in the
+		// policy pinned there.
+		for other := range rates {
+			if other != t {
+				rates[other] = 0
+			}
+		}
+		return model, rates, source + "; pinned to " + t + " by its typed request"
+	}
+	if own, _ := ownFeatures(j.Constraints, c.isGPUType); len(own) > 0 {
+		fit := c.typesWithFeatures(own)
+		for t := range rates {
+			if !slices.Contains(fit, t) {
+				rates[t] = 0
+			}
+		}
+		source += "; only " + strings.Join(fit, ", ") + " have nodes with its features " + strings.Join(own, "&")
+	}
+	return model, rates, source
+}
+
+// refreshRates recomputes the rates of the jobs in the mechanism when the
+// known GPU types or the nodes' features changed since they were
+// estimated: a job that arrived while its type had no node can then run
+// there.
+func (c *Core) refreshRates(snap *bridge.Snapshot) {
+	if c.typesSig == c.ratesSig {
+		return
+	}
+	c.ratesSig = c.typesSig
+	changed := false
+	for _, id := range c.order {
+		js := c.jobs[id]
+		jid, err := parseJobID(id)
+		if js == nil || js.scale == 0 || err != nil {
+			continue
+		}
+		j, ok := snap.Job(jid)
+		if !ok {
+			continue
+		}
+		_, rates, source := c.rates(j)
+		if maps.Equal(rates, js.throughputs) {
+			continue
+		}
+		if err := c.mech.SetThroughputs(id, rates); err != nil {
+			continue
+		}
+		js.throughputs, js.source, changed = rates, source, true
+	}
+	if changed {
+		c.mech.NoteEvent(rounds.EventThroughputChange)
 	}
 }
 
