@@ -995,3 +995,37 @@ func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
 		}
 	}
 }
+
+// A job preempted in one round and chosen again before its grace period
+// ends keeps running: it is not requeued when the grace period is over.
+func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	h.d.Core.set.DefaultGrace = 30 * time.Second
+	first := h.submit(resnet, 1)
+	second := h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if sig := h.slurm.Signals(first); len(sig) != 1 {
+		t.Fatalf("first job not preempted (signals %v)", sig)
+	}
+	// The job that was to take over leaves before the grace period ends.
+	if err := h.slurm.Finish(second, bridge.JobCancelled); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	h.clock.now = h.clock.now.Add(15 * time.Second) // past the grace end
+	n := len(h.slurm.Applied())
+	h.d.RunGraces(context.Background())
+	if got := kinds(h.slurm.Applied()[n:], first); len(got) != 0 {
+		t.Errorf("job chosen again was still requeued: %v", got)
+	}
+	if j := h.job(first); j.State != bridge.JobRunning {
+		t.Errorf("first job %s, want still running", j.State)
+	}
+	if !h.d.Core.NextGraceEnd().IsZero() {
+		t.Errorf("a grace period is still pending: %v", h.d.Core.NextGraceEnd())
+	}
+}

@@ -54,6 +54,14 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 				out = append(out, Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts})
 			}
 		case rounds.Keep:
+			if running && !js.graceStart.IsZero() {
+				// Preempted in an earlier round, chosen again before its
+				// grace period ended: it keeps its GPUs and is not
+				// requeued (it has had the signal, and may have saved a
+				// checkpoint it does not need).
+				js.graceStart, js.graceTarget = time.Time{}, ""
+				js.reason = "preemption cancelled: " + js.reason
+			}
 		case rounds.Preempt:
 			if running && js.graceStart.IsZero() {
 				js.graceStart, js.graceTarget = now, d.Type
