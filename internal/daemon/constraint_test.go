@@ -170,8 +170,10 @@ func TestRatesFollowNewTypesAndFeatures(t *testing.T) {
 func TestDaemonHoldIsReleasedWhenTheJobStopsBeingManaged(t *testing.T) {
 	h := newHarness(t, t.TempDir())
 	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100", "ib"}})
-	first := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib", Comment: resnet})
-	second := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib", Comment: resnet})
+	// As the daemon would have left them in earlier rounds: their own
+	// feature and a GPU type.
+	first := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib&v100", Comment: resnet})
+	second := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Constraints: "ib&v100", Comment: resnet})
 	h.d.RunRound(context.Background())
 	held := first
 	if !h.job(first).Held {
@@ -184,8 +186,9 @@ func TestDaemonHoldIsReleasedWhenTheJobStopsBeingManaged(t *testing.T) {
 	h.slurm.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}, Features: []string{"v100"}})
 	h.clock.now = h.clock.now.Add(20 * time.Second)
 	h.d.RunRound(context.Background())
-	if j := h.job(held); j.Held {
-		t.Errorf("job %d no longer managed but still held by the daemon (%s)", held, j.Reason)
+	if j := h.job(held); j.Held || j.Constraints != "ib" {
+		t.Errorf("job %d no longer managed: held %v (%s), constraints %q; want released with its own ib only",
+			held, j.Held, j.Reason, j.Constraints)
 	}
 	for _, js := range h.board.Status().Jobs {
 		if js.JobID == held.String() && !strings.Contains(js.Reason, "no GPU node has all of its features ib") {

@@ -318,7 +318,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	// Releases found in a round that stopped early wait for this one;
 	// only those whose job is still held go out.
 	for _, a := range c.released {
-		if j, ok := snap.Job(a.Job); ok && j.State == bridge.JobPending && j.Held {
+		if j, ok := snap.Job(a.Job); ok && j.State == bridge.JobPending && j.Held && c.jobs[a.Job.String()] == nil {
 			res.Actions = append(res.Actions, a)
 		}
 	}
@@ -600,6 +600,15 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			if jid, err := parseJobID(id); err == nil {
 				if j, ok := snap.Job(jid); ok && j.State == bridge.JobPending && j.Held {
 					_, why := c.eligible(j)
+					// The GPU type the daemon put in the constraint goes
+					// first, so the job is released with its own
+					// features only.
+					if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
+						if want := strings.Join(own, "&"); want != j.Constraints {
+							c.released = append(c.released, Action{Action: bridge.Action{Kind: bridge.ActSetConstraints, Job: jid, Constraints: want},
+								Why: "type constraint removed: " + why, Restarts: j.Restarts})
+						}
+					}
 					c.released = append(c.released, Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
 						Why: "hold released: " + why, Restarts: j.Restarts})
 				}
