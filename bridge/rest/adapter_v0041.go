@@ -3,10 +3,8 @@
 package rest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -81,7 +79,7 @@ func (a *adapterV0041) jobs(ctx context.Context) ([]rawJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, priorities, err := parseJobsV0041(rsp)
+	r, priorities, err := parseJobsReply(rsp, api.ParseSlurmV0041GetJobsResponse)
 	if err != nil {
 		return nil, err
 	}
@@ -198,30 +196,4 @@ func uint64V0041(v *api.V0041Uint64NoValStruct) (int64, bool) {
 		return 0, false
 	}
 	return *v.Number, true
-}
-
-// parseJobsV0041 is the generated parser, with one exception: job
-// priorities above the generated int32 (see clampPriorities) are clamped
-// for decoding, the reply is decoded again strictly, and the true values
-// are returned by job id.
-func parseJobsV0041(rsp *http.Response) (*api.SlurmV0041GetJobsResponse, map[int64]int64, error) {
-	body, err := io.ReadAll(rsp.Body)
-	_ = rsp.Body.Close()
-	if err != nil {
-		return nil, nil, err
-	}
-	parse := func(b []byte) (*api.SlurmV0041GetJobsResponse, error) {
-		rsp.Body = io.NopCloser(bytes.NewReader(b))
-		return api.ParseSlurmV0041GetJobsResponse(rsp)
-	}
-	r, err := parse(body)
-	if err == nil || !priorityOverflow(err) {
-		return r, nil, err
-	}
-	clamped, priorities, cerr := clampPriorities(body)
-	if cerr != nil {
-		return nil, nil, fmt.Errorf("%w (and clamping priorities: %v)", err, cerr)
-	}
-	r, err = parse(clamped)
-	return r, priorities, err
 }

@@ -383,8 +383,8 @@ var batchVerbs = map[bridge.ActionKind]string{
 // request (tens of milliseconds each, and slurmctld serializes them), so
 // holds and releases are sent with scontrol, a few hundred job ids a call.
 // When such a call fails, its actions are sent again one by one (several
-// requests at a time), so that each job's error is known (holding an already held job succeeds). Other
-// kinds are sent one by one.
+// requests at a time), so that each job's error is known (holding an
+// already held job succeeds). Other kinds are sent one by one.
 func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
 	errs := make([]error, len(actions))
 	byVerb := map[string][]int{}
@@ -417,29 +417,33 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 				for k, i := range chunk {
 					ids[k] = actions[i].Job.String()
 				}
-				if err := c.scontrolList(ctx, verb, ids); err == nil {
-					return
+				if err := c.scontrolList(ctx, verb, ids); err != nil {
+					c.applyEach(ctx, actions, chunk, errs)
 				}
-				// One bad job fails the whole call: find out which by
-				// sending the chunk again one job a request, several at
-				// a time, since the round's other actions wait for it.
-				var each sync.WaitGroup
-				slots := make(chan struct{}, batchFallbackRequests)
-				for _, i := range chunk {
-					each.Add(1)
-					slots <- struct{}{}
-					go func() {
-						defer each.Done()
-						errs[i] = c.Apply(ctx, actions[i])
-						<-slots
-					}()
-				}
-				each.Wait()
 			}()
 		}
 		wg.Wait()
 	}
 	return errs
+}
+
+// applyEach sends actions[i] for each i in which through REST, several
+// requests at a time, and stores each outcome in errs[i]. One bad job
+// fails a whole scontrol call; this finds out which, and the round's
+// other actions wait for it.
+func (c *Client) applyEach(ctx context.Context, actions []bridge.Action, which []int, errs []error) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, batchFallbackRequests)
+	for _, i := range which {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Apply(ctx, actions[i])
+			<-slots
+		}()
+	}
+	wg.Wait()
 }
 
 // scontrolList runs `scontrol VERB ID,ID,...`.
