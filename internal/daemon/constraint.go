@@ -64,26 +64,18 @@ func constraintType(c string, isType func(string) bool) string {
 
 // noteTypes records the GPU type names of the snapshot's nodes (down ones
 // included: a constraint naming them is still the daemon's) and of the
-// configuration.
+// configuration, and the nodes by type. It runs once per trusted snapshot.
 func (c *Core) noteTypes(snap *bridge.Snapshot) {
-	if c.gpuTypes == nil {
-		c.gpuTypes = map[string]bool{}
-	}
-	for _, t := range c.set.GPUTypes {
-		c.gpuTypes[t] = true
-	}
-	if snap == nil {
-		return
-	}
+	c.addTypes(c.set.GPUTypes...)
 	c.typeNodes = map[string][]bridge.Node{}
 	for _, n := range snap.Nodes {
 		if n.GPUType != "" {
-			c.gpuTypes[n.GPUType] = true
+			c.addTypes(n.GPUType)
 			c.typeNodes[n.GPUType] = append(c.typeNodes[n.GPUType], n)
 		}
 	}
 	var sig strings.Builder
-	for _, t := range c.knownTypes() {
+	for _, t := range c.typeList {
 		sig.WriteString(t + ":")
 		var feats []string
 		for _, n := range c.typeNodes[t] {
@@ -95,26 +87,28 @@ func (c *Core) noteTypes(snap *bridge.Snapshot) {
 	c.typesSig = sig.String()
 }
 
-func (c *Core) isGPUType(s string) bool { return c.gpuTypes[s] }
-
-// knownTypes are the GPU types jobs get estimates for: the types nodes
-// have or the configuration names, whether or not they have free GPUs
-// now, so a job can use a type that was busy or down when it arrived.
-func (c *Core) knownTypes() []string {
-	types := make([]string, 0, len(c.gpuTypes))
-	for t := range c.gpuTypes {
-		types = append(types, t)
+// addTypes adds GPU type names to the known ones, keeping the sorted list.
+func (c *Core) addTypes(types ...string) {
+	if c.gpuTypes == nil {
+		c.gpuTypes = map[string]bool{}
 	}
-	if c.mech != nil {
-		for _, t := range c.mech.Types() {
-			if !c.gpuTypes[t] {
-				types = append(types, t)
-			}
+	for _, t := range types {
+		if !c.gpuTypes[t] {
+			c.gpuTypes[t] = true
+			i, _ := slices.BinarySearch(c.typeList, t)
+			c.typeList = slices.Insert(c.typeList, i, t)
 		}
 	}
-	slices.Sort(types)
-	return types
 }
+
+func (c *Core) isGPUType(s string) bool { return c.gpuTypes[s] }
+
+// knownTypes are the GPU types jobs get estimates for, sorted: the types
+// nodes have or the configuration names, whether or not they have free
+// GPUs now, so a job can use a type that was busy or down when it arrived.
+// (The mechanism's types, those with GPUs free for managed jobs, are among
+// them.) Kept by addTypes.
+func (c *Core) knownTypes() []string { return c.typeList }
 
 // typesWithFeatures lists the scheduled GPU types that have a node
 // carrying every one of the features (all of them when there are none).

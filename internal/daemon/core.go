@@ -139,6 +139,8 @@ type Core struct {
 	// gpuTypes are the GPU type names seen on nodes or configured; a
 	// constraint term naming one is the daemon's choice (constraint.go).
 	gpuTypes map[string]bool
+	// typeList is gpuTypes sorted (knownTypes, addTypes).
+	typeList []string
 	// typeNodes are the latest snapshot's nodes by GPU type.
 	typeNodes map[string][]bridge.Node
 	// typesSig describes the known types and their nodes' features;
@@ -505,6 +507,7 @@ func (c *Core) syncCluster(servers []rounds.Server, now float64) error {
 	} else if err := c.mech.SetCluster(rounds.Cluster{Servers: servers}, now); err != nil {
 		return err
 	}
+	c.addTypes(c.mech.Types()...)
 	c.cluster = servers
 	return nil
 }
@@ -593,32 +596,41 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			c.mech.RemoveJob(id, nowS) //nolint:errcheck // known to the mechanism
 		}
 		if c.jobs[id].heldByDaemon {
-			// Still in Slurm but no longer managed (its tag, features or
-			// partition changed): a hold the daemon sent would outlive
-			// the record that says it is the daemon's. Give the job back
-			// to Slurm's normal handling.
-			if jid, err := parseJobID(id); err == nil {
-				if j, ok := snap.Job(jid); ok && j.State == bridge.JobPending && j.Held {
-					_, why := c.eligible(j)
-					// The GPU type the daemon put in the constraint goes
-					// first, so the job is released with its own
-					// features only.
-					if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
-						if want := strings.Join(own, "&"); want != j.Constraints {
-							c.released = append(c.released, Action{Action: bridge.Action{Kind: bridge.ActSetConstraints, Job: jid, Constraints: want},
-								Why: "type constraint removed: " + why, Restarts: j.Restarts})
-						}
-					}
-					c.released = append(c.released, Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
-						Why: "hold released: " + why, Restarts: j.Restarts})
-				}
-			}
+			c.releaseUnmanaged(snap, id)
 		}
 		delete(c.jobs, id)
 		forget = append(forget, id)
 	}
 	c.order = kept
 	return forget
+}
+
+// releaseUnmanaged queues the release of a job the daemon held that is
+// still in Slurm but no longer managed (its tag, features or partition
+// changed): the hold would outlive the record that says it is the
+// daemon's. The GPU type the daemon put in its constraint is removed
+// first, so the job goes back to Slurm's normal handling with its own
+// features only.
+func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
+	jid, err := parseJobID(id)
+	if err != nil {
+		return
+	}
+	j, ok := snap.Job(jid)
+	if !ok || j.State != bridge.JobPending || !j.Held {
+		return
+	}
+	_, why := c.eligible(j)
+	queue := func(a bridge.Action, prefix string) {
+		a.Job = jid
+		c.released = append(c.released, Action{Action: a, Why: prefix + why, Restarts: j.Restarts})
+	}
+	if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
+		if want := strings.Join(own, "&"); want != j.Constraints {
+			queue(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want}, "type constraint removed: ")
+		}
+	}
+	queue(bridge.Action{Kind: bridge.ActRelease}, "hold released: ")
 }
 
 // holdOwner says whose hold keeps a job the daemon did not hold.

@@ -140,6 +140,22 @@ func (h *harness) startChosen() {
 	}
 }
 
+// preemptFirst submits two one-GPU jobs to a one-GPU cluster and runs
+// two rounds: the first job starts, then is preempted for the second (its
+// grace signal sent, the requeue still to come).
+func (h *harness) preemptFirst() (first, second bridge.JobID) {
+	h.t.Helper()
+	first, second = h.submit(resnet, 1), h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if sig := h.slurm.Signals(first); len(sig) != 1 {
+		h.t.Fatalf("signals %v, want the grace signal that preempts the first job", sig)
+	}
+	return first, second
+}
+
 func kinds(actions []bridge.Action, job bridge.JobID) []string {
 	var out []string
 	for _, a := range actions {
@@ -757,15 +773,7 @@ func TestRoundMechanismStateSurvivesRestart(t *testing.T) {
 
 func TestGraceSignalIsNotRepeatedAfterACrashBeforePersisting(t *testing.T) {
 	h := newHarness(t, t.TempDir(), "a1:v100:1")
-	first := h.submit(resnet, 1)
-	h.submit(resnet, 1)
-	h.d.RunRound(context.Background())
-	h.startChosen()
-	h.clock.now = h.clock.now.Add(20 * time.Second)
-	h.d.RunRound(context.Background())
-	if sig := h.slurm.Signals(first); len(sig) != 1 {
-		t.Fatalf("signals %v, want the grace signal", sig)
-	}
+	first, _ := h.preemptFirst()
 	// The crash came after the signal was journaled and sent but before
 	// the round's records were saved: the record knows no grace period.
 	rec, _, err := h.store.Job(first.String())
@@ -1001,15 +1009,7 @@ func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
 func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
 	h := newHarness(t, t.TempDir(), "a1:v100:1")
 	h.d.Core.set.DefaultGrace = 30 * time.Second
-	first := h.submit(resnet, 1)
-	second := h.submit(resnet, 1)
-	h.d.RunRound(context.Background())
-	h.startChosen()
-	h.clock.now = h.clock.now.Add(20 * time.Second)
-	h.d.RunRound(context.Background())
-	if sig := h.slurm.Signals(first); len(sig) != 1 {
-		t.Fatalf("first job not preempted (signals %v)", sig)
-	}
+	first, second := h.preemptFirst()
 	// The job that was to take over leaves before the grace period ends.
 	if err := h.slurm.Finish(second, bridge.JobCancelled); err != nil {
 		t.Fatal(err)
