@@ -156,11 +156,8 @@ func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]
 		if err := putJobs(tx, records); err != nil {
 			return err
 		}
-		jobs := tx.Bucket(bucketJobs)
-		for _, id := range forget {
-			if err := jobs.Delete([]byte(id)); err != nil {
-				return fmt.Errorf("delete job %s: %w", id, err)
-			}
+		if err := deleteJobs(tx, forget); err != nil {
+			return err
 		}
 		for k, data := range encoded {
 			if err := tx.Bucket(bucketMeta).Put([]byte(k), data); err != nil {
@@ -177,17 +174,18 @@ func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]
 
 // DeleteJobs forgets finished jobs. Unknown ids are ignored.
 func (s *Store) DeleteJobs(ids []string) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJobs)
-		for _, id := range ids {
-			if err := b.Delete([]byte(id)); err != nil {
-				return fmt.Errorf("delete job %s: %w", id, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.db.Update(func(tx *bolt.Tx) error { return deleteJobs(tx, ids) }); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+func deleteJobs(tx *bolt.Tx, ids []string) error {
+	b := tx.Bucket(bucketJobs)
+	for _, id := range ids {
+		if err := b.Delete([]byte(id)); err != nil {
+			return fmt.Errorf("delete job %s: %w", id, err)
+		}
 	}
 	return nil
 }
