@@ -123,6 +123,11 @@ type Job struct {
 	// TagErr says why the job is not managed: ErrNoTag when the comment has
 	// no tag, another error when the tag does not parse.
 	TagErr error `json:"-"`
+	// Unreadable is set when Slurm's record of the job could not be read
+	// (a GRES list naming several GPU types, a count that overflows): the
+	// job is left to Slurm with this reason instead of failing the whole
+	// snapshot.
+	Unreadable error `json:"-"`
 }
 
 // Managed reports whether the job carries a valid gavel: tag.

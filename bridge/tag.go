@@ -30,6 +30,33 @@ const (
 	ClassBestEffort Class = "be"
 )
 
+// PreemptMode says how a running job takes preemption.
+type PreemptMode string
+
+const (
+	// PreemptUnset leaves the choice to the site's configuration.
+	PreemptUnset PreemptMode = ""
+	// PreemptCheckpoint: send the warning signal, wait the grace period
+	// (the job saves a checkpoint), then requeue.
+	PreemptCheckpoint PreemptMode = "checkpoint"
+	// PreemptRequeue: restarting from scratch is fine; requeue at once,
+	// no signal.
+	PreemptRequeue PreemptMode = "requeue"
+	// PreemptNever: the job may be placed on a type when it starts but is
+	// never stopped once it runs.
+	PreemptNever PreemptMode = "never"
+)
+
+// ParsePreemptMode reads a preemption mode as the tag and the
+// configuration write it.
+func ParsePreemptMode(s string) (PreemptMode, error) {
+	switch m := PreemptMode(strings.ToLower(s)); m {
+	case PreemptCheckpoint, PreemptRequeue, PreemptNever:
+		return m, nil
+	}
+	return PreemptUnset, fmt.Errorf("must be checkpoint, requeue or never: %q", s)
+}
+
 // Tag is the parsed scheduling hints of one job. A zero field means the user
 // did not set it and the daemon applies its default.
 type Tag struct {
@@ -49,6 +76,9 @@ type Tag struct {
 	// Grace is the time between the warning signal and the requeue when the
 	// job is preempted; 0 means unset.
 	Grace time.Duration `json:"grace,omitempty"`
+	// Preempt is how the job takes preemption; PreemptUnset means the
+	// site's default.
+	Preempt PreemptMode `json:"preempt,omitempty"`
 }
 
 // Limits that keep parsed values meaningful and make Format exact.
@@ -231,8 +261,10 @@ func (t *Tag) set(key, value string) error {
 		t.Grace, err = parseDuration(value)
 	case "class":
 		t.Class, err = parseClass(value)
+	case "preempt":
+		t.Preempt, err = ParsePreemptMode(value)
 	default:
-		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace)", key)
+		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt)", key)
 	}
 	if err != nil {
 		return fmt.Errorf("%s= %w", key, err)

@@ -422,6 +422,9 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 	if !c.inPartitions(j.Partition) {
 		return false, "not managed: partition " + j.Partition + " is not scheduled"
 	}
+	if j.Unreadable != nil {
+		return false, "not managed: Slurm's record of the job could not be read: " + j.Unreadable.Error()
+	}
 	if j.TagErr != nil {
 		return false, "not managed: " + j.TagErr.Error()
 	}
