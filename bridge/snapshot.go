@@ -81,8 +81,12 @@ const (
 
 // Job is one Slurm job in a managed partition.
 type Job struct {
-	ID        JobID    `json:"id"`
-	User      string   `json:"user"`
+	ID   JobID  `json:"id"`
+	User string `json:"user"`
+	// Account and QOS are the Slurm account and QOS the job is charged
+	// to; site rules map them to entities and weights.
+	Account   string   `json:"account,omitempty"`
+	QOS       string   `json:"qos,omitempty"`
 	Name      string   `json:"name"`
 	Partition string   `json:"partition"`
 	State     JobState `json:"state"`

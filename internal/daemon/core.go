@@ -59,6 +59,12 @@ type Settings struct {
 	DefaultGrace time.Duration
 	// GraceSignal is the signal name sent when a grace period starts.
 	GraceSignal string
+	// DefaultPreempt is how jobs whose tag names no preempt= mode take
+	// preemption; unset means never (safe: nothing is stopped).
+	DefaultPreempt bridge.PreemptMode
+	// MinRunTime is the least time a job runs (since it started, or since
+	// the daemon first saw it running) before it may be preempted.
+	MinRunTime time.Duration
 	// Seed drives the type-order shuffle of heterogeneity-agnostic
 	// policies and the randomized policies, so runs are reproducible.
 	Seed int64
