@@ -212,6 +212,51 @@ func TestLeaseExtensionAndPreemption(t *testing.T) {
 			},
 			wantSlots: map[string][]Slot{"b": {{"v100-0", 0}}},
 		},
+		{
+			// The same round as above, but a cannot be preempted: it
+			// keeps its GPU and b and c wait for another.
+			name:     "a pinned job keeps its GPU against higher priorities",
+			cluster:  cluster(servers("v100", 1, 1)),
+			types:    []string{"v100"},
+			rows:     map[string][]float64{"a": {0.5}, "b": {0.5}, "c": {0.5}},
+			received: map[string]float64{"a": 3600},
+			running: []Assignment{
+				{Key: "a", Jobs: []string{"a"}, Type: "v100", Slots: []Slot{{"v100-0", 0}}, Pin: PinNotPreemptible},
+			},
+			wantAction: map[string]Action{"a": Keep, "b": Wait, "c": Wait},
+			wantReason: map[string]string{
+				"a": "kept running on v100: it cannot be preempted",
+				"b": "waiting: priority 11.50 below the 1 selected on v100",
+				"c": "waiting: priority 11.50 below the 1 selected on v100",
+			},
+			wantSlots: map[string][]Slot{"a": {{"v100-0", 0}}},
+		},
+		{
+			// The allocation wants a on v100, but a has not yet run the
+			// minimum time on k80: it stays, and b takes the v100.
+			name:    "a job within its minimum run time is not moved to a better type",
+			cluster: cluster(v100, k80),
+			types:   []string{"k80", "v100"},
+			rows:    map[string][]float64{"a": {0, 1}, "b": {0, 1}},
+			running: []Assignment{
+				{Key: "a", Jobs: []string{"a"}, Type: "k80", Slots: []Slot{{"k80-0", 0}}, Pin: PinMinRunTime},
+			},
+			wantAction: map[string]Action{"a": Keep, "b": Run},
+			wantReason: map[string]string{"a": "kept running on k80: minimum run time not reached", "b": "selected on v100: priority 2.00"},
+			wantSlots:  map[string][]Slot{"a": {{"k80-0", 0}}},
+		},
+		{
+			// A pinned job whose GPUs left the cluster cannot keep them.
+			name:    "a pin does not hold GPUs that left",
+			cluster: cluster(v100),
+			types:   []string{"v100"},
+			rows:    map[string][]float64{"a": {1}},
+			running: []Assignment{
+				{Key: "a", Jobs: []string{"a"}, Type: "k80", Slots: []Slot{{"k80-0", 0}}, Pin: PinNotPreemptible},
+			},
+			wantAction: map[string]Action{"a": Preempt},
+			wantReason: map[string]string{"a": "preempted: moved to v100"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

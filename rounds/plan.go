@@ -61,6 +61,9 @@ const (
 	// ReasonNoUsableType: its throughput is 0 on every type of the cluster
 	// (or the cluster has no type with enough GPUs for it).
 	ReasonNoUsableType
+	// ReasonPinned: kept where it runs because it is pinned (Pin says
+	// why), whatever its priority.
+	ReasonPinned
 )
 
 // Reason explains a decision. It is plain data so that a plan for thousands
@@ -77,6 +80,8 @@ type Reason struct {
 	Needed, Free int
 	// Preempted is set when the job held GPUs before this decision.
 	Preempted bool
+	// Pin is why a ReasonPinned job kept its GPUs.
+	Pin Pin
 }
 
 // String renders the reason, e.g. "waiting: needs 8 v100 GPUs, 3 free".
@@ -105,6 +110,14 @@ func (r Reason) String() string {
 		return prefix + ": priority 0 on every usable type"
 	case ReasonNoUsableType:
 		return prefix + ": no GPU type of the cluster can run it"
+	case ReasonPinned:
+		switch r.Pin {
+		case PinNotPreemptible:
+			return "kept running on " + r.Type + ": it cannot be preempted"
+		case PinMinRunTime:
+			return "kept running on " + r.Type + ": minimum run time not reached"
+		}
+		return "kept running on " + r.Type
 	}
 	return prefix
 }

@@ -22,6 +22,7 @@ type scratch struct {
 	jobNew     []int32  // per job slot: combination selected with it, or -1
 	held       []bool   // per combination slot: selected but held (no allocation)
 	gone       []bool   // per combination slot: some of its running GPUs left the cluster
+	pinned     []Pin    // per combination slot: why it must keep its running GPUs
 
 	chosen    []int32 // selected combinations in selection order
 	toPlace   []int32
@@ -123,6 +124,7 @@ func (m *Mechanism) PlanInto(p *Plan, now float64, running []Assignment) error {
 	}
 	m.computePriorities()
 	m.walkOrder()
+	m.takePinned(running)
 	m.selectCombos()
 	m.resetPlan(p, now)
 	m.place(p, running)
@@ -155,12 +157,14 @@ func (m *Mechanism) prepareScratch() {
 	s.jobNew = grow(s.jobNew, n)
 	s.held = grow(s.held, n)
 	s.gone = grow(s.gone, n)
+	s.pinned = grow(s.pinned, n)
 	s.slotStart = grow(s.slotStart, n)
 	s.slotLen = grow(s.slotLen, n)
 	s.extended = grow(s.extended, n)
 	for i := range n {
 		s.chosenType[i], s.prev[i], s.jobPrev[i], s.jobNew[i] = -1, -1, -1, -1
 		s.held[i], s.extended[i], s.gone[i] = false, false, false
+		s.pinned[i] = NotPinned
 		s.slotLen[i] = 0
 	}
 	s.free = grow(s.free, nt)
@@ -207,6 +211,10 @@ func (m *Mechanism) readRunning(running []Assignment) error {
 		}
 		s.prev[c] = int32(i)
 		s.gone[c] = gone || len(a.Slots) == 0
+		if !s.gone[c] {
+			// A job whose GPUs left cannot keep them, pinned or not.
+			s.pinned[c] = a.Pin
+		}
 		cb := &m.combos[c]
 		for _, j := range cb.members {
 			if j < 0 {
@@ -306,6 +314,42 @@ func (m *Mechanism) selectCombos() {
 		}
 		s.heap = h
 	}
+}
+
+// takePinned selects every pinned running combination on the type it runs
+// on before the greedy walk, so the walk fills only the GPUs left and
+// place keeps the pinned ones where they are.
+func (m *Mechanism) takePinned(running []Assignment) {
+	s := &m.scratch
+	for c := range m.combos {
+		if s.pinned[c] == NotPinned || !m.combos[c].alive {
+			continue
+		}
+		t := m.typeIndex(running[s.prev[c]].Type)
+		if t < 0 {
+			continue
+		}
+		cb := &m.combos[c]
+		for _, j := range cb.members {
+			if j >= 0 {
+				s.taken[j] = s.epoch
+			}
+		}
+		s.free[t] = max(s.free[t]-cb.sf, 0)
+		s.selected[t]++
+		s.chosenType[c] = t
+		s.chosen = append(s.chosen, int32(c))
+	}
+}
+
+// typeIndex is the index of GPU type name, or -1.
+func (m *Mechanism) typeIndex(name string) int32 {
+	for i, t := range m.types {
+		if t == name {
+			return int32(i)
+		}
+	}
+	return -1
 }
 
 // take selects e if its jobs are still unscheduled and it fits.
@@ -518,6 +562,9 @@ func (m *Mechanism) decide(p *Plan, running []Assignment) {
 			case s.jobPrev[j] < 0:
 				d.Action = Run
 				d.Reason = Reason{Code: ReasonSelected, Type: d.Type, Priority: m.prio[int(nc)*len(m.types)+int(t)]}
+			case s.jobPrev[j] == nc && s.extended[nc] && s.pinned[nc] != NotPinned:
+				d.Action = Keep
+				d.Reason = Reason{Code: ReasonPinned, Type: d.Type, Pin: s.pinned[nc]}
 			case s.jobPrev[j] == nc && s.extended[nc]:
 				d.Action = Keep
 				d.Reason = Reason{Code: ReasonLeaseExtended, Type: d.Type}

@@ -77,7 +77,25 @@ type Assignment struct {
 	// Extended is set in a Plan when the assignment keeps the GPUs it held
 	// in the previous round (lease extension: nothing to restart).
 	Extended bool
+	// Pin, in the running list passed to Plan, says the job or pair must
+	// keep its GPUs this round whatever the priorities say; the plan
+	// keeps it first and fills the rest around it.
+	Pin Pin
 }
+
+// Pin says why a running job must keep its GPUs for the next round.
+type Pin uint8
+
+const (
+	// NotPinned: the job may be preempted.
+	NotPinned Pin = iota
+	// PinNotPreemptible: the job cannot be stopped once it runs (its
+	// preemption mode says so).
+	PinNotPreemptible
+	// PinMinRunTime: the job has not yet run the minimum time after a
+	// start (or since the scheduler first saw it running).
+	PinMinRunTime
+)
 
 // Usage reports that a job or pair ran on a GPU type for some seconds in
 // the round that just ended.

@@ -37,6 +37,8 @@ type Slurm struct {
 	nextID  bridge.JobID
 	applied []bridge.Action
 	signals map[bridge.JobID][]string
+	// onSignal says what each job's script does with a signal (OnSignal).
+	onSignal map[bridge.JobID]SignalResponse
 
 	snapshotErr error
 	failAction  func(bridge.Action) error
@@ -47,12 +49,43 @@ type Slurm struct {
 // New returns an empty cluster whose Snapshot times come from now.
 func New(now func() time.Time) *Slurm {
 	return &Slurm{
-		now:     now,
-		nodes:   map[string]bridge.Node{},
-		jobs:    map[bridge.JobID]bridge.Job{},
-		nextID:  1,
-		signals: map[bridge.JobID][]string{},
+		now:      now,
+		nodes:    map[string]bridge.Node{},
+		jobs:     map[bridge.JobID]bridge.Job{},
+		nextID:   1,
+		signals:  map[bridge.JobID][]string{},
+		onSignal: map[bridge.JobID]SignalResponse{},
 	}
+}
+
+// SignalResponse is what a job's batch script does when it receives a
+// signal, as real scripts do (seen on a Slurm 24.11).
+type SignalResponse uint8
+
+const (
+	// SignalTrapAndWait: the script traps the signal, saves a checkpoint
+	// and keeps running until it is requeued (the default).
+	SignalTrapAndWait SignalResponse = iota
+	// SignalDies: no trap; the script dies of the signal and the job
+	// ends FAILED (reason RaisedSignal).
+	SignalDies
+	// SignalExitsOK: the script traps the signal and exits 0 after its
+	// checkpoint; the job ends COMPLETED.
+	SignalExitsOK
+	// SignalExitsFailed: the script traps the signal and exits 1; the
+	// job ends FAILED.
+	SignalExitsFailed
+	// SignalRequeuesItself: the script saves a checkpoint and runs
+	// `scontrol requeue $SLURM_JOB_ID` (PyTorch Lightning's SLURM
+	// support): the job is pending again with a start delay.
+	SignalRequeuesItself
+)
+
+// OnSignal sets what job id's script does with the signals it receives.
+func (s *Slurm) OnSignal(id bridge.JobID, r SignalResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onSignal[id] = r
 }
 
 // AddNode adds or replaces a node.
@@ -284,8 +317,11 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 			return fmt.Errorf("%s: %w", a, ErrNotRunning)
 		}
 		s.signals[a.Job] = append(s.signals[a.Job], a.Signal)
+		j = s.respond(j, s.onSignal[a.Job])
 	case bridge.ActRequeue, bridge.ActRequeueHold:
-		if !running {
+		// Slurm requeues running and finished batch jobs alike (a
+		// finished one keeps its exit code and gains a restart).
+		if pending {
 			return fmt.Errorf("%s: %w", a, ErrNotRunning)
 		}
 		s.freeGPUs(j)
@@ -320,6 +356,28 @@ func (s *Slurm) Batches() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.batches...)
+}
+
+// respond carries out a script's response to a signal on job j.
+func (s *Slurm) respond(j bridge.Job, r SignalResponse) bridge.Job {
+	end := func(state bridge.JobState, reason string) {
+		s.freeGPUs(j)
+		j.State, j.Reason = state, reason
+		j.RunningNodes, j.RunningGPUType = nil, ""
+	}
+	switch r {
+	case SignalDies:
+		end(bridge.JobFailed, "RaisedSignal:10(User_defined_signal_1)")
+	case SignalExitsOK:
+		end(bridge.JobCompleted, "None")
+	case SignalExitsFailed:
+		end(bridge.JobFailed, "NonZeroExitCode")
+	case SignalRequeuesItself:
+		end(bridge.JobPending, "BeginTime")
+		j.Restarts++
+		j.StartTime = time.Time{}
+	}
+	return j
 }
 
 func (s *Slurm) freeGPUs(j bridge.Job) {
