@@ -70,6 +70,12 @@ type JobStatus struct {
 	// ThroughputSource says where the job's throughput estimates come
 	// from (reference table entry, default, measurement).
 	ThroughputSource string `json:"throughput_source,omitempty"`
+	// Preempt is how the job takes preemption (checkpoint, requeue,
+	// never), its tag's or the site's default.
+	Preempt string `json:"preempt,omitempty"`
+	// Grace says where a preemption in progress stands ("grace until
+	// 09:01:05", "requeued"); empty otherwise.
+	Grace string `json:"grace,omitempty"`
 }
 
 // TypeSummary is one GPU type's line in status.

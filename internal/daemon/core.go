@@ -101,21 +101,10 @@ type jobState struct {
 	received map[string]float64
 	decision string
 	reason   string
-	// graceStart is when the preemption signal was sent (zero when not
-	// being preempted); graceTarget is the type to restart on, if any.
-	graceStart  time.Time
-	graceTarget string
-	// requeueSent is set once the grace period's requeue was sent this
-	// round, so mid-round checks do not repeat it.
-	requeueSent bool
-	// recheckAt is when to look again at a job requeued mid-round: Slurm
-	// sets the requeue's start delay only once the job has stopped (after
-	// its KillWait), which can undo the begin-now sent with the requeue.
-	recheckAt time.Time
-	// heldByDaemon is set while the job's hold is one the daemon sent
-	// (journaled); any other hold belongs to the user or an admin and is
-	// never released by the daemon.
-	heldByDaemon bool
+	// mode is the preemption mode the tag asks for (unset: the site's).
+	mode bridge.PreemptMode
+	// ledger is what the daemon did to the job (holds, preemption).
+	ledger
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps
 	// the job out of scheduling.
 	heldBy string
@@ -210,8 +199,14 @@ func (c *Core) Restore(records map[string]store.JobRecord, round uint64) {
 	c.round = round
 	for id, r := range records {
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
-			decision: r.LastDecision, reason: r.Reason, graceStart: r.GraceStart, graceTarget: r.GraceTarget,
-			heldByDaemon: r.HeldByDaemon}
+			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
+		js.heldByDaemon = r.HeldByDaemon
+		if !r.GraceStart.IsZero() {
+			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget, restarts: r.GraceRestarts}
+			if js.pre.phase == notPreempted {
+				js.pre.phase = inGrace // saved before phases were recorded
+			}
+		}
 		if js.received == nil {
 			js.received = map[string]float64{}
 		}
@@ -314,7 +309,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		c.allocation, c.allocationComputed, res.Solved = alloc, now, true
 	}
 
-	running := c.running(snap)
+	running := c.running(snap, now)
 	plan, err := c.mech.Plan(nowS, running)
 	if err != nil {
 		res.Skipped, res.SkipCause = "plan: "+err.Error(), "plan_error"
@@ -540,12 +535,18 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 	seen := map[string]bool{}
 	for _, j := range snap.Jobs {
 		ok, _ := c.eligible(j)
+		id := j.ID.String()
+		js := c.jobs[id]
+		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
+			// Ended during its grace period: preempted, not finished; it
+			// stays tracked until its requeue lands (advance).
+			seen[id] = true
+			continue
+		}
 		if !ok || !j.Active() {
 			continue
 		}
-		id := j.ID.String()
 		seen[id] = true
-		js := c.jobs[id]
 		if js != nil && j.State == bridge.JobPending && !j.Held {
 			// Whatever hold the daemon sent is gone; a later hold is
 			// someone else's.
@@ -554,7 +555,7 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
 			// Recovery: the hold is taken for one the daemon sent and
 			// lost the record of; the job is scheduled like any other.
-			js = &jobState{id: id, firstSeen: now, received: map[string]float64{}, heldByDaemon: true}
+			js = &jobState{id: id, firstSeen: now, received: map[string]float64{}, ledger: ledger{heldByDaemon: true}}
 			c.jobs[id] = js
 			c.order = append(c.order, id)
 		}
@@ -585,7 +586,7 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			c.jobs[id] = js
 			c.order = append(c.order, id)
 		}
-		js.tag, js.scale = j.Tag, j.GPUs
+		js.tag, js.scale, js.mode = j.Tag, j.GPUs, j.Tag.Preempt
 		js.model, js.throughputs, js.source = c.rates(j)
 		if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, nowS); err != nil {
 			// Cannot happen for a checked job; keep it out rather than
@@ -679,15 +680,32 @@ func (c *Core) RestoreJournal(entries []store.Entry, records map[string]store.Jo
 			continue
 		}
 		js := c.jobs[e.JobID]
-		if js == nil || e.Created.Before(records[e.JobID].UpdatedAt) {
+		if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
 			continue
 		}
 		var a Action
 		if err := json.Unmarshal(e.Payload, &a); err != nil {
 			continue
 		}
-		if a.Kind == bridge.ActSignal && js.graceStart.IsZero() {
-			js.graceStart = e.Created
+		if js == nil {
+			if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
+				continue
+			}
+			// A job that arrived in the round the crash cut short: the
+			// journal is all that says the hold is the daemon's.
+			js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}}
+			c.jobs[e.JobID] = js
+			c.order = append(c.order, e.JobID)
+		}
+		switch a.Kind {
+		case bridge.ActSignal:
+			if js.pre.phase == notPreempted {
+				js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts}
+			}
+		case bridge.ActRequeueHold, bridge.ActRequeue:
+			if js.pre.phase != requeued {
+				js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts}
+			}
 		}
 		c.noteHolds([]Action{a})
 	}
@@ -901,7 +919,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 // running lists the managed jobs that hold GPUs now, as the mechanism
 // expects them: GPU indices per node are assigned in job order, since
 // Slurm's snapshot says how many GPUs a job holds on a node, not which.
-func (c *Core) running(snap *bridge.Snapshot) []rounds.Assignment {
+func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment {
 	servers := map[string]rounds.Server{}
 	for _, s := range c.cluster {
 		servers[s.ID] = s
@@ -913,7 +931,7 @@ func (c *Core) running(snap *bridge.Snapshot) []rounds.Assignment {
 		if js == nil || js.scale == 0 || (j.State != bridge.JobRunning && j.State != bridge.JobSuspended) {
 			continue
 		}
-		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType}
+		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now)}
 		per := perNode(j)
 		fits := true
 		for _, n := range j.RunningNodes {
@@ -945,8 +963,12 @@ func (c *Core) records(now time.Time) []store.JobRecord {
 	for _, id := range c.order {
 		js := c.jobs[id]
 		rec := store.JobRecord{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
-			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now,
-			GraceStart: js.graceStart, GraceTarget: js.graceTarget, HeldByDaemon: js.heldByDaemon}
+			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
+			Preempt: string(js.mode)}
+		if js.pre.phase != notPreempted {
+			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
+			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
+		}
 		if len(js.throughputs) > 0 {
 			rec.Estimates = map[string]store.Estimate{}
 			for t, v := range js.throughputs {
@@ -996,7 +1018,9 @@ func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Sta
 		ts.Busy += n.GPUsUsed
 	}
 	for _, j := range snap.Jobs {
-		if !c.inPartitions(j.Partition) || !j.Active() {
+		tracked := c.jobs[j.ID.String()]
+		preempting := tracked != nil && tracked.pre.phase != notPreempted
+		if !c.inPartitions(j.Partition) || (!j.Active() && !preempting) {
 			// Finished jobs stay in Slurm's answer for MinJobAge; like
 			// squeue, status shows only the live ones.
 			continue
@@ -1015,6 +1039,8 @@ func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Sta
 			res.Managed++
 			js.Managed = true
 			js.Model = s.model
+			js.Preempt = string(c.modeOf(s))
+			js.Grace = c.graceStatus(s)
 			js.Decision, js.Reason = s.decision, s.reason
 			js.Allocation = alloc[s.id]
 			js.Received = copyMap(s.received)

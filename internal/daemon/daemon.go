@@ -107,7 +107,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		next := start.Add(d.Core.set.Round)
 		for {
 			wake := next
-			if g := d.Core.NextGraceEnd(); !g.IsZero() && g.Before(wake) {
+			if g := d.Core.NextGraceEnd(d.Clock.Now()); !g.IsZero() && g.Before(wake) {
 				wake = g
 			}
 			select {

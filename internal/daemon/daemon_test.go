@@ -45,12 +45,15 @@ type harness struct {
 	reg    *prometheus.Registry
 	d      *Daemon
 	dryRun bool
+	// set is the core's settings, settings() unless a test changes them
+	// (newHarnessWith).
+	set Settings
 }
 
 func settings() Settings {
 	return Settings{
 		Policy: "max_min_fairness_perf", Partitions: []string{"gpu"}, Round: 20 * time.Second,
-		DefaultGrace: 5 * time.Second, GraceSignal: "USR1",
+		DefaultGrace: 5 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint,
 	}
 }
 
@@ -58,7 +61,13 @@ func settings() Settings {
 // ("name:type:count").
 func newHarness(t *testing.T, dir string, nodes ...string) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: &fakeClock{now: epoch}}
+	return newHarnessWith(t, settings(), dir, nodes...)
+}
+
+// newHarnessWith is newHarness with the core's settings given.
+func newHarnessWith(t *testing.T, set Settings, dir string, nodes ...string) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: &fakeClock{now: epoch}, set: set}
 	h.slurm = fake.New(func() time.Time { return h.clock.now })
 	for _, n := range nodes {
 		parts := strings.Split(n, ":")
@@ -82,7 +91,7 @@ func (h *harness) restart() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	core, err := NewCore(settings(), table)
+	core, err := NewCore(h.set, table)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -262,8 +271,8 @@ func TestPreemptionSignalsThenRequeuesAfterGrace(t *testing.T) {
 	if got := kinds(round2, second); strings.Join(got, ",") != "set-constraints,release,set-priority" {
 		t.Errorf("chosen job got %v", got)
 	}
-	if want := h.clock.now.Add(5 * time.Second); !h.d.Core.NextGraceEnd().Equal(want) {
-		t.Errorf("grace ends %v, want %v", h.d.Core.NextGraceEnd(), want)
+	if want := h.clock.now.Add(5 * time.Second); !h.d.Core.NextGraceEnd(h.clock.now).Equal(want) {
+		t.Errorf("grace ends %v, want %v", h.d.Core.NextGraceEnd(h.clock.now), want)
 	}
 
 	// Before the grace period ends nothing happens.
@@ -541,9 +550,12 @@ func TestReconcileVerdicts(t *testing.T) {
 		{"release not shown after resend", bridge.Action{Kind: bridge.ActRelease, Job: 1}, 0, 2, VerdictFail},
 		{"priority shown", bridge.Action{Kind: bridge.ActSetPriority, Job: 2, Priority: RunPriority}, 0, 1, VerdictDone},
 		{"constraints differ", bridge.Action{Kind: bridge.ActSetConstraints, Job: 2, Constraints: "k80"}, 0, 1, VerdictResend},
-		{"signal to running job", bridge.Action{Kind: bridge.ActSignal, Job: 3, Signal: "USR1"}, 1, 1, VerdictResend},
+		// A signal may have been delivered before the crash: never twice.
+		{"signal to running job", bridge.Action{Kind: bridge.ActSignal, Job: 3, Signal: "USR1"}, 1, 1, VerdictDone},
 		{"requeue not landed", bridge.Action{Kind: bridge.ActRequeueHold, Job: 3}, 1, 1, VerdictResend},
 		{"requeue landed", bridge.Action{Kind: bridge.ActRequeueHold, Job: 4}, 1, 1, VerdictDone},
+		// A job that ended during its grace period is requeued too.
+		{"requeue of a finished job not landed", bridge.Action{Kind: bridge.ActRequeueHold, Job: 5}, 0, 1, VerdictResend},
 		{"begin-now not landed", bridge.Action{Kind: bridge.ActBeginNow, Job: 4}, 2, 1, VerdictResend},
 		{"job finished", bridge.Action{Kind: bridge.ActRelease, Job: 5}, 0, 1, VerdictDone},
 		{"job gone", bridge.Action{Kind: bridge.ActHold, Job: 99}, 0, 1, VerdictDone},
@@ -831,7 +843,7 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js := &jobState{id: "5", recheckAt: epoch, received: map[string]float64{}}
+			js := &jobState{id: "5", ledger: ledger{recheckAt: epoch}, received: map[string]float64{}}
 			core.jobs["5"], core.order = js, []string{"5"}
 			tc.job.ID, tc.job.Partition, tc.job.GPUs = 5, "gpu", 1
 			snap, err := bridge.NewSnapshot(epoch, "", nil, []bridge.Job{tc.job})
@@ -849,8 +861,8 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 			if tc.wantRecheck > 0 {
 				want = epoch.Add(tc.wantRecheck)
 			}
-			if !js.recheckAt.Equal(want) || !core.NextGraceEnd().Equal(want) {
-				t.Errorf("next check %v (next wake %v), want %v", js.recheckAt, core.NextGraceEnd(), want)
+			if !js.recheckAt.Equal(want) || !core.NextGraceEnd(epoch).Equal(want) {
+				t.Errorf("next check %v (next wake %v), want %v", js.recheckAt, core.NextGraceEnd(epoch), want)
 			}
 		})
 	}
@@ -1025,7 +1037,7 @@ func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
 	if j := h.job(first); j.State != bridge.JobRunning {
 		t.Errorf("first job %s, want still running", j.State)
 	}
-	if !h.d.Core.NextGraceEnd().IsZero() {
-		t.Errorf("a grace period is still pending: %v", h.d.Core.NextGraceEnd())
+	if !h.d.Core.NextGraceEnd(h.clock.now).IsZero() {
+		t.Errorf("a grace period is still pending: %v", h.d.Core.NextGraceEnd(h.clock.now))
 	}
 }

@@ -67,6 +67,12 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 	if !ok {
 		return true, "job no longer in Slurm"
 	}
+	if a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold {
+		// A job that ended during its grace period is requeued too: only
+		// a pending job or a higher restart count shows the requeue.
+		return j.Restarts > a.Restarts || j.State == bridge.JobPending || j.State == bridge.JobCancelled,
+			fmt.Sprintf("state %s, %d restarts", j.State, j.Restarts)
+	}
 	if !j.Active() {
 		return true, "job finished (" + string(j.State) + ")"
 	}
@@ -83,11 +89,12 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 	case bridge.ActBeginNow:
 		return j.Reason != "BeginTime" || running, "reason " + j.Reason
 	case bridge.ActSignal:
-		// A delivered signal leaves no trace in Slurm's job record;
-		// only a job that stopped running makes it moot.
-		return !running, "signals are not visible"
-	case bridge.ActRequeue, bridge.ActRequeueHold:
-		return j.Restarts > a.Restarts || !running, fmt.Sprintf("state %s, %d restarts", j.State, j.Restarts)
+		// A delivered signal leaves no trace in Slurm's job record, so a
+		// crash right after sending one cannot tell whether it went out.
+		// It is never sent twice (a script may checkpoint or exit on each
+		// one): the grace period runs from the journaled time and the
+		// job is requeued at its end either way.
+		return true, "not resent: the grace period runs from the journaled signal"
 	}
 	return false, "unknown action kind " + string(a.Kind)
 }

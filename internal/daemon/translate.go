@@ -34,16 +34,18 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			continue
 		}
 		js.decision, js.reason = d.Action.String(), describe(d)
-		pending := j.State == bridge.JobPending
-		running := j.State == bridge.JobRunning || j.State == bridge.JobSuspended
-		if pending && !js.graceStart.IsZero() {
-			// The requeue took effect: the preemption is over.
-			js.graceStart, js.graceTarget = time.Time{}, ""
-		}
-		// A requeue sent earlier that did not land is tried again once
-		// per round.
-		js.requeueSent = false
 		js.recheckAt = time.Time{} // the round's own actions cover it
+		running := isRunning(j)
+		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts {
+			// Preempted in an earlier round, chosen again before its
+			// grace period ended: it keeps its GPUs and is not requeued
+			// (it has had the signal, and may have saved a checkpoint it
+			// does not need).
+			js.pre = preemption{}
+			js.reason = "preemption cancelled: " + js.reason
+		}
+		out = append(out, c.advance(js, j, now, false)...)
+		pending := j.State == bridge.JobPending
 		switch d.Action {
 		case rounds.Run:
 			if pending {
@@ -53,33 +55,23 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			if pending && !j.Held {
 				out = append(out, Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts})
 			}
-		case rounds.Keep:
-			if running && !js.graceStart.IsZero() {
-				// Preempted in an earlier round, chosen again before its
-				// grace period ended: it keeps its GPUs and is not
-				// requeued (it has had the signal, and may have saved a
-				// checkpoint it does not need).
-				js.graceStart, js.graceTarget = time.Time{}, ""
-				js.reason = "preemption cancelled: " + js.reason
-			}
 		case rounds.Preempt:
-			if running && js.graceStart.IsZero() {
-				js.graceStart, js.graceTarget = now, d.Type
+			switch {
+			case running && js.pre.phase == notPreempted && c.modeOf(js) == bridge.PreemptNever:
+				// Pinned in the plan; reached only if Slurm shows it
+				// somewhere the mechanism could not see. Never stopped.
+				js.decision, js.reason = rounds.Keep.String(), "kept running: it cannot be preempted (preempt=never)"
+			case running && js.pre.phase == notPreempted:
 				preemptions++
-				out = append(out, Action{Action: bridge.Action{Kind: bridge.ActSignal, Job: j.ID, Signal: c.set.GraceSignal},
-					Why: "grace period starts: " + js.reason, Restarts: j.Restarts})
-			} else if pending {
+				out = append(out, c.startPreemption(js, j, d.Type, now)...)
+				out = append(out, c.advance(js, j, now, false)...) // preempt=requeue: at once
+			case pending:
 				// Slurm already stopped it (it failed, or an earlier
 				// requeue landed): treat it like a fresh decision.
-				if d.Type != "" {
-					out = append(out, c.runActions(j, d.Type, "moved to "+d.Type)...)
-				} else if !j.Held {
-					out = append(out, Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts})
-				}
+				out = append(out, c.placeRequeued(j, d.Type, "")...)
 			}
 		}
 	}
-	out = append(out, c.graces(snap, now)...)
 	return out, preemptions
 }
 
@@ -113,59 +105,6 @@ func (c *Core) runActions(j bridge.Job, t, why string) []Action {
 	return out
 }
 
-// graceOf is the grace period of a job: its tag's, else the default.
-func (c *Core) graceOf(js *jobState) time.Duration {
-	if js.tag.Grace > 0 {
-		return js.tag.Grace
-	}
-	return c.set.DefaultGrace
-}
-
-// graces requeues the running jobs whose grace period is over: requeue
-// held (so the job cannot restart where it was), eligible now, and, when
-// the plan gives it a type, the run actions for that type.
-func (c *Core) graces(snap *bridge.Snapshot, now time.Time) []Action {
-	var out []Action
-	for _, id := range c.order {
-		js := c.jobs[id]
-		if !js.recheckAt.IsZero() && !now.Before(js.recheckAt) {
-			out = append(out, c.recheck(snap, js, now)...)
-		}
-		if js.graceStart.IsZero() || js.requeueSent || now.Before(js.graceStart.Add(c.graceOf(js))) {
-			continue
-		}
-		jid, err := parseJobID(id)
-		if err != nil {
-			continue
-		}
-		j, ok := snap.Job(jid)
-		if !ok || (j.State != bridge.JobRunning && j.State != bridge.JobSuspended) {
-			continue
-		}
-		why := "grace period over"
-		js.requeueSent = true
-		js.recheckAt = now.Add(requeueRecheck)
-		out = append(out, Action{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: why, Restarts: j.Restarts})
-		target := js.graceTarget
-		if c.plan != nil {
-			if d := c.plan.Find(id); d != nil && d.Type != "" {
-				target = d.Type
-			}
-		}
-		if target != "" {
-			// After the requeue the job is pending, held, with no
-			// priority; give it the type the plan chose.
-			after := j
-			after.State, after.Held, after.Priority, after.Reason = bridge.JobPending, true, 0, "JobHeldUser"
-			after.Restarts++
-			out = append(out, c.runActions(after, target, "restart on "+target)...)
-		} else {
-			out = append(out, Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: why, Restarts: j.Restarts})
-		}
-	}
-	return out
-}
-
 // requeueRecheck is how long after a requeue the daemon checks that the
 // job did not fall back into Slurm's requeue delay: a little more than
 // the local Slurm's KillWait (5 s), after which the job has stopped.
@@ -174,15 +113,10 @@ const requeueRecheck = 7 * time.Second
 // recheck makes a requeued job that the plan runs eligible again if
 // Slurm's requeue delay caught it after the begin-now; while the job is
 // still stopping it looks again shortly.
-func (c *Core) recheck(snap *bridge.Snapshot, js *jobState, now time.Time) []Action {
+func (c *Core) recheck(j bridge.Job, js *jobState, now time.Time) []Action {
 	js.recheckAt = time.Time{}
-	jid, err := parseJobID(js.id)
-	if err != nil {
-		return nil
-	}
-	j, ok := snap.Job(jid)
 	switch {
-	case !ok || !j.Active():
+	case !j.Active():
 		return nil
 	case j.State != bridge.JobPending || slices.Contains(j.StateFlags, "COMPLETING"):
 		js.recheckAt = now.Add(2 * time.Second)
@@ -193,33 +127,56 @@ func (c *Core) recheck(snap *bridge.Snapshot, js *jobState, now time.Time) []Act
 	return []Action{{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "requeue delay set after the requeue", Restarts: j.Restarts}}
 }
 
-// Graces is the mid-round check: the actions for grace periods that ended
-// since the round started, against a fresh snapshot.
+// Graces is the check between rounds, against a fresh snapshot: requeues
+// of grace periods that ended, of jobs that ended or requeued themselves
+// during theirs, and rechecks of requeued jobs.
 func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	if snap == nil {
 		return nil
 	}
 	c.noteTypes(snap)
-	out := c.graces(snap, now)
+	var out []Action
+	for _, id := range c.order {
+		js := c.jobs[id]
+		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
+			continue
+		}
+		jid, err := parseJobID(id)
+		if err != nil {
+			continue
+		}
+		j, ok := snap.Job(jid)
+		if !ok {
+			continue // gone: the next round forgets it
+		}
+		if !js.recheckAt.IsZero() && !now.Before(js.recheckAt) {
+			out = append(out, c.recheck(j, js, now)...)
+		}
+		out = append(out, c.advance(js, j, now, true)...)
+	}
 	c.noteHolds(out)
 	return out
 }
 
-// NextGraceEnd is when the earliest running grace period ends; zero when
-// none is running.
-func (c *Core) NextGraceEnd() time.Time {
+// NextGraceEnd is when the daemon must look at preempted jobs next (a
+// grace period ends, a requeued job is due a recheck, or, while a grace
+// period runs, the next poll after now); zero when nothing is due.
+func (c *Core) NextGraceEnd(now time.Time) time.Time {
 	var next time.Time
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
 	for _, id := range c.order {
 		js := c.jobs[id]
-		if !js.recheckAt.IsZero() && (next.IsZero() || js.recheckAt.Before(next)) {
-			next = js.recheckAt
-		}
-		if js.graceStart.IsZero() || js.requeueSent {
-			continue
-		}
-		end := js.graceStart.Add(c.graceOf(js))
-		if next.IsZero() || end.Before(next) {
-			next = end
+		earlier(js.recheckAt)
+		switch js.pre.phase {
+		case inGrace:
+			earlier(js.pre.start.Add(c.graceOf(js)))
+			earlier(now.Add(gracePoll))
+		case requeued:
+			earlier(now.Add(gracePoll))
 		}
 	}
 	return next

@@ -109,6 +109,13 @@ type JobRecord struct {
 	// forgets the requeue.
 	GraceStart  time.Time `json:"grace_start,omitzero"`
 	GraceTarget string    `json:"grace_target,omitempty"`
+	// GracePhase is where the preemption stands ("grace": signalled,
+	// "requeued": the requeue went out) and GraceRestarts Slurm's restart
+	// count when it started, which tells a landed requeue.
+	GracePhase    string `json:"grace_phase,omitempty"`
+	GraceRestarts int    `json:"grace_restarts,omitempty"`
+	// Preempt is the job's preemption mode from its tag, if any.
+	Preempt string `json:"preempt,omitempty"`
 	// HeldByDaemon is set while the job's hold is one the daemon sent;
 	// other holds are the user's and are left alone.
 	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
