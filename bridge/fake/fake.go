@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,7 +42,10 @@ type Slurm struct {
 	onSignal map[bridge.JobID]SignalResponse
 
 	snapshotErr error
-	failAction  func(bridge.Action) error
+	// hide and reads: see HideJobs.
+	hide       func(read int) []bridge.JobID
+	reads      int
+	failAction func(bridge.Action) error
 	// batches holds the size of every ApplyBatch call, in order.
 	batches []int
 }
@@ -192,6 +196,15 @@ func (s *Slurm) Remove(id bridge.JobID) {
 	}
 }
 
+// HideJobs makes later snapshots leave out jobs, as a partial answer from
+// slurmrestd would: hide gets the number of snapshots read before this one
+// and returns the jobs to leave out (nil removes it).
+func (s *Slurm) HideJobs(hide func(read int) []bridge.JobID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hide = hide
+}
+
 // FailSnapshot makes every later Snapshot fail with err (nil heals it).
 func (s *Slurm) FailSnapshot(err error) {
 	s.mu.Lock()
@@ -245,9 +258,16 @@ func (s *Slurm) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	for _, n := range s.nodes {
 		nodes = append(nodes, n)
 	}
+	var hidden []bridge.JobID
+	if s.hide != nil {
+		hidden = s.hide(s.reads)
+	}
+	s.reads++
 	jobs := make([]bridge.Job, 0, len(s.jobs))
 	for _, j := range s.jobs {
-		jobs = append(jobs, j)
+		if !slices.Contains(hidden, j.ID) {
+			jobs = append(jobs, j)
+		}
 	}
 	snap, err := bridge.NewSnapshot(s.now(), "", nodes, jobs)
 	if err != nil {

@@ -148,6 +148,12 @@ type Core struct {
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
 	adopted bool
+	// suspects are the managed jobs missing from the last distrusted
+	// snapshot (distrust).
+	suspects map[string]bool
+	// undo holds every job's ledger as it was before the last Step or
+	// Graces, for Abandon.
+	undo map[string]ledger
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -268,6 +274,7 @@ type Solver func(p *policy.Problem) (*policy.Allocation, error)
 // Step runs one round on snap at time now. solve computes allocations
 // (normally c.Solve wrapped in a timer).
 func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
+	c.saveLedgers()
 	c.round++
 	res := Result{Round: c.round}
 	if why, cause := c.distrust(snap); why != "" {
@@ -360,7 +367,7 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 		return "no usable GPU node in the managed partitions", "no_nodes"
 	}
 	known := 0
-	missing := 0
+	var gone []string
 	for id := range c.jobs {
 		known++
 		jid, err := parseJobID(id)
@@ -368,13 +375,37 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 			continue
 		}
 		if _, ok := snap.Job(jid); !ok {
-			missing++
+			gone = append(gone, id)
 		}
 	}
+	missing := len(gone)
 	if missing >= vanishMinimum && float64(missing) > vanishFraction*float64(known) {
+		// Trusted when a second read shows the same jobs gone: jobs that
+		// ended and were forgotten (MinJobAge), or were cancelled by
+		// their owner, stay gone; a broken answer rarely repeats itself.
+		confirmed := len(c.suspects) > 0
+		for _, id := range gone {
+			confirmed = confirmed && c.suspects[id]
+		}
+		if confirmed {
+			c.suspects = nil
+			return "", ""
+		}
+		c.suspects = map[string]bool{}
+		for _, id := range gone {
+			c.suspects[id] = true
+		}
 		return fmt.Sprintf("%d of %d managed jobs vanished from Slurm's answer at once", missing, known), "jobs_vanished"
 	}
+	c.suspects = nil
 	return "", ""
+}
+
+// Check says why snap must not be acted on, or "" when it is usable; a
+// caller that gets cause "jobs_vanished" reads Slurm again: the same jobs
+// missing from the second read are taken as gone.
+func (c *Core) Check(snap *bridge.Snapshot) (why, cause string) {
+	return c.distrust(snap)
 }
 
 func parseJobID(s string) (bridge.JobID, error) {
@@ -1109,4 +1140,24 @@ func describe(d *rounds.Decision) string {
 		r = "preempted: " + r
 	}
 	return r
+}
+
+// saveLedgers keeps every job's ledger for Abandon.
+func (c *Core) saveLedgers() {
+	c.undo = make(map[string]ledger, len(c.jobs))
+	for id, js := range c.jobs {
+		c.undo[id] = js.ledger
+	}
+}
+
+// Abandon takes back what the last Step or Graces recorded of its actions
+// (grace periods started, holds owned, requeues sent) when those actions
+// could not be journaled and so were not sent.
+func (c *Core) Abandon() {
+	for id, l := range c.undo {
+		if js := c.jobs[id]; js != nil {
+			js.ledger = l
+		}
+	}
+	c.undo = nil
 }

@@ -152,7 +152,20 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	rep.Snapshot = d.Clock.Now().Sub(start)
 
 	if snapErr == nil {
-		rep.Reconciled = d.reconcile(ctx, snap)
+		var resent int
+		rep.Reconciled, resent = d.reconcile(ctx, snap)
+		if resent > 0 {
+			// Plan on what the resends changed, not on the view before.
+			snap, snapErr = d.Slurm.Snapshot(ctx)
+		}
+	}
+	if snapErr == nil {
+		if _, cause := d.Core.Check(snap); cause == "jobs_vanished" {
+			// Many managed jobs missing at once: read again. The same
+			// jobs missing twice are taken as gone (Core.Check).
+			d.Log.Warn().Msg("managed jobs vanished from Slurm's answer; reading again")
+			snap, snapErr = d.Slurm.Snapshot(ctx)
+		}
 	}
 	var solve time.Duration
 	solver := func(p *policy.Problem) (*policy.Allocation, error) {
@@ -176,9 +189,16 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	if res.Skipped == "" {
 		d.failedSnapshots = 0
 		t0 := d.Clock.Now()
-		rep.Actions, rep.Failed = d.apply(ctx, res.Round, res.Actions)
+		var journaled bool
+		rep.Actions, rep.Failed, journaled = d.apply(ctx, res.Round, res.Actions)
 		t1 := d.Clock.Now()
-		d.persist(res)
+		if journaled {
+			d.persist(res)
+		} else {
+			// Nothing was sent: the core forgets what it recorded of
+			// the round's actions, and the saved state stays as it was.
+			d.Core.Abandon()
+		}
 		rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
 	} else {
 		d.failedSnapshots++
@@ -233,7 +253,10 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	if len(actions) == 0 {
 		return
 	}
-	sent, failed := d.apply(ctx, d.Core.round, actions)
+	sent, failed, journaled := d.apply(ctx, d.Core.round, actions)
+	if !journaled {
+		d.Core.Abandon()
+	}
 	d.Log.Info().Uint64("round", d.Core.round).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
 }
 
@@ -258,16 +281,16 @@ const applyWorkers = 8
 // remaining actions are not sent: releasing a job whose constraint change
 // failed would start it on the wrong type. Jobs whose only action is a hold
 // go to Slurm together when it can take a batch (see splitBatch).
-func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int) {
+func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int, journaled bool) {
 	if len(actions) == 0 {
-		return 0, 0
+		return 0, 0, true
 	}
 	if d.DryRun {
 		for _, a := range actions {
 			d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", true).Msg("action")
 			d.count(a, "dry_run")
 		}
-		return len(actions), 0
+		return len(actions), 0, true
 	}
 	specs := make([]store.IntentSpec, len(actions))
 	for i, a := range actions {
@@ -278,7 +301,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		// Without journal entries a crash could lose or repeat the
 		// actions: send none this round.
 		d.Log.Error().Err(err).Msg("journal write failed, sending nothing this round")
-		return 0, 0
+		return 0, 0, false
 	}
 
 	// Each job's actions, in order, by job in order of first appearance.
@@ -368,7 +391,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		// finds their effects in Slurm and settles them.
 		d.Log.Error().Err(err).Msg("journal update failed")
 	}
-	return sent, failed
+	return sent, failed, true
 }
 
 // splitBatch takes out of order the jobs whose only action this round is a
@@ -399,11 +422,11 @@ func (d *Daemon) count(a Action, result string) {
 }
 
 // reconcile settles the intents a crash left pending, against snap.
-func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
+func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled, resent int) {
 	pending, err := d.Store.Pending()
 	if err != nil {
 		d.Log.Error().Err(err).Msg("read journal")
-		return 0
+		return 0, 0
 	}
 	// Once one of a job's actions fails, its later ones are not resent,
 	// as apply does.
@@ -428,6 +451,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
 			if err = d.Store.MarkResent(r.Entry.Seq, now); err != nil {
 				break
 			}
+			resent++
 			if sendErr := d.Slurm.Apply(ctx, r.Action.Action); sendErr != nil {
 				broken[r.Action.Job] = true
 				d.count(r.Action, "failed")
@@ -442,7 +466,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) int {
 		}
 		log.Msg("reconcile")
 	}
-	return len(pending)
+	return len(pending), resent
 }
 
 // persist saves the round's job records and counters.

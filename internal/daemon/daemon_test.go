@@ -328,11 +328,9 @@ func TestUntrustedViewsSendNothing(t *testing.T) {
 			},
 			wantCause: "no usable GPU node",
 		},
-		"managed jobs vanish": {
+		"answers that lose different managed jobs each time": {
 			setup: func(h *harness, jobs []bridge.JobID) {
-				for _, id := range jobs[:4] {
-					h.slurm.Remove(id)
-				}
+				h.slurm.HideJobs(func(read int) []bridge.JobID { return jobs[read%2 : read%2+4] })
 			},
 			wantCause: "4 of 5 managed jobs vanished",
 		},
@@ -362,6 +360,55 @@ func TestUntrustedViewsSendNothing(t *testing.T) {
 			}
 			if h.board.Health() == nil {
 				t.Error("healthy after three unusable rounds")
+			}
+		})
+	}
+}
+
+// Jobs that really left Slurm (finished and forgotten after MinJobAge, or
+// cancelled by their owner) are missing from every read: the daemon takes
+// them as gone instead of skipping every later round.
+func TestJobsThatReallyVanishDoNotStallTheDaemon(t *testing.T) {
+	tests := map[string]func(h *harness, jobs []bridge.JobID){
+		"forgotten by Slurm": func(h *harness, jobs []bridge.JobID) {
+			for _, id := range jobs[:4] {
+				h.slurm.Remove(id)
+			}
+		},
+		// One broken answer, then good ones: the re-read is used.
+		"one partial answer": func(h *harness, jobs []bridge.JobID) {
+			h.slurm.HideJobs(func(read int) []bridge.JobID {
+				if read == 0 {
+					return jobs[:4]
+				}
+				return nil
+			})
+		},
+	}
+	for name, setup := range tests {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, t.TempDir(), "a1:v100:2", "b1:k80:2")
+			var jobs []bridge.JobID
+			for range 5 {
+				jobs = append(jobs, h.submit(resnet, 1))
+			}
+			h.d.RunRound(context.Background())
+			h.startChosen()
+			setup(h, jobs)
+			for round := range 3 {
+				h.clock.now = h.clock.now.Add(20 * time.Second)
+				if rep := h.d.RunRound(context.Background()); rep.Skipped != "" {
+					t.Fatalf("round %d skipped: %s", round, rep.Skipped)
+				}
+			}
+			if h.board.Health() != nil {
+				t.Errorf("unhealthy: %v", h.board.Health())
+			}
+			// The restart must not bring the stall back.
+			h.restart()
+			h.clock.now = h.clock.now.Add(20 * time.Second)
+			if rep := h.d.RunRound(context.Background()); rep.Skipped != "" {
+				t.Errorf("round after a restart skipped: %s", rep.Skipped)
 			}
 		})
 	}

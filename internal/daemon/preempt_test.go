@@ -9,6 +9,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
 )
 
 // lost reports whether a job the daemon preempted ended finished instead
@@ -281,5 +282,68 @@ func TestJobThatExitsWhileTheDaemonIsDownIsRequeued(t *testing.T) {
 	}
 	if sig := h.slurm.Signals(first); len(sig) != 1 {
 		t.Errorf("signals %v, want the one before the crash", sig)
+	}
+}
+
+// A crash after a round's holds were sent but before its records were
+// saved: jobs that arrived that round have no record at all, and only the
+// journal says their holds are the daemon's.
+func TestHoldOfAJobWithoutARecordIsOwnedAfterACrash(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	first, second := h.submit(resnet, 1), h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	if !h.job(second).Held {
+		t.Fatal("round 1 should hold the second job")
+	}
+	if err := h.store.DeleteJobs([]string{first.String(), second.String()}); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.startChosen()
+	n := len(h.slurm.Applied())
+	for range 3 {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+		h.clock.now = h.clock.now.Add(6 * time.Second)
+		h.d.RunGraces(context.Background())
+		h.startChosen()
+	}
+	if got := kinds(h.slurm.Applied()[n:], second); !slices.Contains(got, "release") {
+		t.Errorf("the daemon's own hold on a job it has no record of was never released: %v", got)
+	}
+}
+
+// When the journal cannot be written nothing is sent, and the core must
+// not believe otherwise: a grace period it recorded but never signalled
+// would end in a requeue without the signal.
+func TestUnjournaledRoundLeavesNoPreemptionBehind(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, "a1:v100:1")
+	first, _ := h.submit(resnet, 1), h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	h.store.Close()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if sig := h.slurm.Signals(first); len(sig) != 0 {
+		t.Fatalf("signal sent without a journal: %v", sig)
+	}
+	if js := h.d.Core.jobs[first.String()]; js.pre.phase != notPreempted {
+		t.Fatalf("the core kept a preemption it never sent: %+v", js.pre)
+	}
+	reopened, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reopened.Close() })
+	h.store, h.d.Store = reopened, reopened
+	h.clock.now = h.clock.now.Add(time.Second)
+	n := len(h.slurm.Applied())
+	h.d.RunRound(context.Background())
+	h.clock.now = h.clock.now.Add(6 * time.Second)
+	h.d.RunGraces(context.Background())
+	got := kinds(h.slurm.Applied()[n:], first)
+	if strings.Join(got, ",") != "signal,requeue-hold,begin-now" {
+		t.Errorf("preemption once the journal works again: %v, want signal then requeue", got)
 	}
 }

@@ -134,6 +134,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	if snap == nil {
 		return nil
 	}
+	c.saveLedgers()
 	c.noteTypes(snap)
 	var out []Action
 	for _, id := range c.order {
