@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
@@ -26,7 +27,7 @@ func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
 		jobs = append(jobs, env.Submit(t, checkpointScript(env, "ckpt", steps),
 			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model))
 	}
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 6 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 6 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	ctx, cancel := context.WithCancel(context.Background())

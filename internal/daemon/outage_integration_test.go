@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
@@ -71,7 +72,7 @@ func TestSlurmrestdOutageStopsActionsNotTheDaemon(t *testing.T) {
 	defer proxy.Close()
 
 	const round = 2 * time.Second
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: round,
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: round, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, proxy.URL, part), set)
 	apiServer := httptest.NewServer(api.Handler(p.board, prometheus.NewRegistry()))

@@ -83,7 +83,7 @@ func BenchmarkRound(b *testing.B) {
 	time.Sleep(2 * time.Second)
 	b.Cleanup(func() { cancelJobs(b, env, ids) })
 
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 20 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 20 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: 10 * time.Second, GraceSignal: "USR1"}
 	p := newInProcess(b, restClient(b, env, env.URL, part), set)
 	ctx := context.Background()

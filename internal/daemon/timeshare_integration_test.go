@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
@@ -44,7 +45,7 @@ func TestRoundsTimeShareGPUsAndLeaveUnmanagedJobsAlone(t *testing.T) {
 		"--begin=now+1hour", "--comment=gavel: steps=many")
 	before := map[int]untouched{plain: untouchedOf(env.Job(t, plain)), malformed: untouchedOf(env.Job(t, malformed))}
 
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 8 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 8 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	first := time.Now()
