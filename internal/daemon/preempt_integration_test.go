@@ -83,10 +83,10 @@ func TestPreemptionLosesNoJobWhateverItsScriptDoes(t *testing.T) {
 		}
 		preemptedKinds[kind] = true
 		lines := strings.Fields(string(log))
-		if kind == "ends-itself" && j.HasState("COMPLETED") && len(lines) > 0 && lines[len(lines)-1] == "done" {
-			// Preempted earlier, requeued, and its last run ended by
-			// itself: finished, as it should be.
-		} else if !j.HasState("PENDING") && !j.HasState("RUNNING") {
+		// Preempted earlier, requeued, and its last run ended by itself:
+		// finished, as it should be.
+		finishedByItself := kind == "ends-itself" && j.HasState("COMPLETED") && len(lines) > 0 && lines[len(lines)-1] == "done"
+		if !finishedByItself && !j.HasState("PENDING") && !j.HasState("RUNNING") {
 			t.Errorf("job %d (%s) was preempted and is now %v: lost", id, kind, j.State)
 		}
 		if j.RestartCount < 1 || j.RestartCount > signals[id] {
