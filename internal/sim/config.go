@@ -53,6 +53,10 @@ type Config struct {
 	// after having run before (moved to other GPUs, or resumed after
 	// waiting). Lease extensions cost nothing. The paper's simulations use 0.
 	PreemptionOverhead float64
+	// MinRunTime is the least time (seconds) a job runs after a start
+	// before the mechanism may stop it (the daemon's scheduler.min_run_time;
+	// 0, the reference behaviour, lets every round move any job).
+	MinRunTime float64
 	// FirstMeasured and EndMeasured select the measured jobs by id
 	// [FirstMeasured, EndMeasured). The run continues until all of them
 	// finish. EndMeasured 0 measures every job and needs a finite workload.
@@ -157,6 +161,8 @@ func (c *Config) validate() ([]string, error) {
 		return nil, fmt.Errorf("minimum reset interval %v s: must be >= 0", c.MinResetInterval)
 	case c.PreemptionOverhead < 0 || !finite(c.PreemptionOverhead) || c.PreemptionOverhead >= c.RoundSeconds:
 		return nil, fmt.Errorf("preemption overhead %v s: must be >= 0 and shorter than a round (%v s)", c.PreemptionOverhead, c.RoundSeconds)
+	case c.MinRunTime < 0 || !finite(c.MinRunTime):
+		return nil, fmt.Errorf("minimum run time %v s: must be >= 0", c.MinRunTime)
 	case c.MaxActive < 0:
 		return nil, fmt.Errorf("maximum active jobs %d: must be >= 0", c.MaxActive)
 	case c.FirstMeasured < 0 || c.EndMeasured < 0:

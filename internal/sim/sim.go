@@ -28,6 +28,7 @@ type job struct {
 	finish    float64
 	perType   []float64 // seconds held per type
 	everRan   bool
+	runSince  float64 // when its current run (lease) started
 	done      bool
 	// Themis accounting: isoTime is the time the job would have needed so
 	// far on its isolated 1/n share; isoRate is that share's throughput as
@@ -416,6 +417,7 @@ func (s *simulator) scheduleRound(forceReset bool) error {
 		}
 	}
 	next := 1 - s.cur
+	s.pinYoungRuns()
 	if err := s.mech.PlanInto(&s.plans[next], s.now, s.plans[s.cur].Assignments); err != nil {
 		return err
 	}
@@ -438,6 +440,24 @@ func (s *simulator) scheduleRound(forceReset bool) error {
 		}
 	}
 	return nil
+}
+
+// pinYoungRuns pins the running assignments whose jobs started their
+// current run less than MinRunTime ago, as the daemon does.
+func (s *simulator) pinYoungRuns() {
+	if s.cfg.MinRunTime <= 0 {
+		return
+	}
+	running := s.plans[s.cur].Assignments
+	for i := range running {
+		a := &running[i]
+		a.Pin = rounds.NotPinned
+		for _, key := range a.Jobs {
+			if j := s.byKey[key]; j != nil && s.now-j.runSince < s.cfg.MinRunTime {
+				a.Pin = rounds.PinMinRunTime
+			}
+		}
+	}
 }
 
 // startTask turns assignment i of plan into a micro-task: each member runs
@@ -481,6 +501,9 @@ func (s *simulator) startTask(plan *rounds.Plan, i int) error {
 		if !j.everRan {
 			j.everRan = true
 			j.start = s.now
+		}
+		if !a.Extended {
+			j.runSince = s.now
 		}
 		tk.jobs[m] = j
 		tk.steps[m] = steps

@@ -161,6 +161,27 @@ func TestTwoJobsShareOneGPU(t *testing.T) {
 	}
 }
 
+func TestMinRunTimeHalvesPreemptions(t *testing.T) {
+	// Two rounds before a job may be stopped: A 0-720, B 720-1440, A
+	// 1440-1720 (its last 280 steps), B 1720-2000. The same JCTs as the
+	// round-by-round alternation, with two preemptions instead of four.
+	cfg := toyConfig(t, map[string]int{"v100": 1})
+	cfg.MinRunTime = 720
+	res, err := Run(cfg, Jobs{mkjob("one", 1000, 0), mkjob("one", 1000, 0)}.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := res.Jobs[0].JCT(), res.Jobs[1].JCT(); !near(a, 1720) || !near(b, 2000) {
+		t.Errorf("JCTs %v, %v; want 1720, 2000", a, b)
+	}
+	if res.Preemptions != 2 {
+		t.Errorf("%d preemptions, want 2", res.Preemptions)
+	}
+	if res.LeaseExtensions < 2 {
+		t.Errorf("%d lease extensions: the pinned rounds should extend", res.LeaseExtensions)
+	}
+}
+
 func TestTypeFollowsThroughput(t *testing.T) {
 	// "slow" cannot run on v100: it must go to the k80 even while the
 	// v100 is free, and takes steps / 0.5 s.
