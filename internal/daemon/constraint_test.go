@@ -2,53 +2,12 @@ package daemon
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
-
-func TestOwnFeatures(t *testing.T) {
-	isType := func(s string) bool { return s == "v100" || s == "k80" }
-	cases := []struct {
-		constraint string
-		own        []string
-		ok         bool
-		forK80     string
-		typ        string
-	}{
-		{"", nil, true, "k80", ""},
-		{"v100", nil, true, "k80", "v100"},
-		{"ib", []string{"ib"}, true, "ib&k80", ""},
-		{"ib&v100", []string{"ib"}, true, "ib&k80", "v100"},
-		{"v100&ib&bigmem", []string{"ib", "bigmem"}, true, "ib&bigmem&k80", "v100"},
-		{" ib & v100 ", []string{"ib"}, true, "ib&k80", "v100"},
-		{"ib|eth", nil, false, "", ""},
-		{"[rack1|rack2]", nil, false, "", ""},
-		{"ib*2", nil, false, "", ""},
-		{"(ib&v100)", nil, false, "", ""},
-		{"ib,v100", nil, false, "", ""},
-		{"ib&&v100", nil, false, "", ""},
-	}
-	for _, c := range cases {
-		own, ok := ownFeatures(c.constraint, isType)
-		if ok != c.ok || !slices.Equal(own, c.own) {
-			t.Errorf("ownFeatures(%q) = %q, %v; want %q, %v", c.constraint, own, ok, c.own, c.ok)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		if got := constraintFor(own, "k80"); got != c.forK80 {
-			t.Errorf("constraintFor(%q, k80) = %q, want %q", c.constraint, got, c.forK80)
-		}
-		if got := constraintType(c.constraint, isType); got != c.typ {
-			t.Errorf("constraintType(%q) = %q, want %q", c.constraint, got, c.typ)
-		}
-	}
-}
 
 // A job's own features stay when the daemon adds and later changes the GPU
 // type, and only types with a node that has them are used; a constraint
@@ -91,19 +50,14 @@ func TestOwnConstraintIsKept(t *testing.T) {
 	if !strings.Contains(reasons[nowhere.String()], "no GPU node has all of its features gpfs") {
 		t.Errorf("reason for gpfs: %q", reasons[nowhere.String()])
 	}
-
-	// Changing the type keeps ib and replaces the type.
-	acts := h.d.Core.runActions(j, "v100", "test")
-	if len(acts) == 0 || acts[0].Kind != bridge.ActSetConstraints || acts[0].Constraints != "ib&v100" {
-		t.Errorf("moving to v100 sends %v, want constraints ib&v100 first", acts)
-	}
 }
 
 // A job pinned to a type that has no free GPUs when it arrives (all held
 // by others) or no nodes at all runs there once GPUs of the type appear.
 func TestPinnedJobRunsWhenItsTypeAppears(t *testing.T) {
-	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
-	h.d.Core.set.GPUTypes = []string{"v100", "k80", "p100"}
+	set := settings()
+	set.GPUTypes = []string{"v100", "k80", "p100"}
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1", "b1:k80:1")
 	other := h.submit("not scheduled here", 1)
 	if err := h.slurm.Start(other, "b1"); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 )
@@ -74,7 +75,11 @@ func New(deps Deps) (*Daemon, error) {
 	if err := deps.Store.GetMeta("round", &round); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
-	deps.Core.Restore(records, round)
+	restored := make(map[string]sched.Record, len(records))
+	for id, r := range records {
+		restored[id] = fromStore(r)
+	}
+	deps.Core.Restore(restored, round)
 	var state State
 	switch err := deps.Store.GetMeta("core", &state); {
 	case err == nil:
@@ -86,7 +91,7 @@ func New(deps Deps) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
-	deps.Core.RestoreJournal(entries, records)
+	deps.Core.RestoreJournal(journalEntries(entries), restored)
 	return &Daemon{Deps: deps}, nil
 }
 
@@ -104,7 +109,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		start := d.Clock.Now()
 		d.RunRound(work)
-		next := start.Add(d.Core.set.Round)
+		next := start.Add(d.Core.Settings().Round)
 		for {
 			wake := next
 			if g := d.Core.NextGraceEnd(d.Clock.Now()); !g.IsZero() && g.Before(wake) {
@@ -182,9 +187,9 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	rep.Step = d.Clock.Now().Sub(stepStart)
 	if snapErr != nil {
 		res.Skipped, res.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
-		res.Status.Round.Skipped = res.Skipped
+		res.View.Skipped = res.Skipped
 	}
-	rep.Round, rep.Jobs, rep.Managed, rep.Skipped, rep.Solve = res.Round, res.Jobs, res.Managed, res.Skipped, solve
+	rep.Round, rep.Solve = res.Round, solve
 
 	if res.Skipped == "" {
 		d.failedSnapshots = 0
@@ -198,12 +203,16 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 			// Nothing was sent: the core forgets what it recorded of
 			// the round's actions, and the saved state stays as it was.
 			d.Core.Abandon()
+			res.Skipped, res.SkipCause = "journal write failed: nothing sent this round", "journal_error"
+			res.View = d.Core.View(snap, start, &res)
 		}
 		rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
-	} else {
+	}
+	if res.Skipped != "" {
 		d.failedSnapshots++
 		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
 	}
+	rep.Jobs, rep.Managed, rep.Skipped = res.Jobs, res.Managed, res.Skipped
 	if d.failedSnapshots >= unhealthyAfter {
 		d.Board.SetHealth(fmt.Errorf("%d rounds in a row without a usable Slurm view: %s", d.failedSnapshots, res.Skipped))
 	} else {
@@ -211,15 +220,17 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	}
 
 	rep.Duration = d.Clock.Now().Sub(start)
-	res.Status.Round.DurationSeconds = rep.Duration.Seconds()
-	res.Status.Round.SolveSeconds = solve.Seconds()
-	res.Status.Round.DryRun = d.DryRun
-	res.Status.Round.ActionsSent, res.Status.Round.ActionsFailed = rep.Actions-rep.Failed, rep.Failed
+	status := statusDoc(res.View)
+	status.Round.DurationSeconds = rep.Duration.Seconds()
+	status.Round.SolveSeconds = solve.Seconds()
+	status.Round.DryRun = d.DryRun
+	status.Round.ActionsSent, status.Round.ActionsFailed = rep.Actions-rep.Failed, rep.Failed
+	alloc := allocationDoc(res.View)
 	if res.Skipped != "" {
 		// Keep serving the last good allocation rather than an empty one.
-		res.Allocation = d.Board.Allocation()
+		alloc = d.Board.Allocation()
 	}
-	d.Board.Publish(res.Status, res.Allocation)
+	d.Board.Publish(status, alloc)
 	if d.Metrics != nil {
 		if res.Skipped != "" {
 			d.Metrics.CountSkip(res.SkipCause)
@@ -229,7 +240,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		for i := 0; i < res.Preemptions; i++ {
 			d.Metrics.CountPreemption()
 		}
-		d.Metrics.ObserveStatus(res.Status)
+		d.Metrics.ObserveStatus(status)
 	}
 	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
 		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
@@ -253,11 +264,11 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	if len(actions) == 0 {
 		return
 	}
-	sent, failed, journaled := d.apply(ctx, d.Core.round, actions)
+	sent, failed, journaled := d.apply(ctx, d.Core.Round(), actions)
 	if !journaled {
 		d.Core.Abandon()
 	}
-	d.Log.Info().Uint64("round", d.Core.round).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
+	d.Log.Info().Uint64("round", d.Core.Round()).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
 }
 
 // SlurmHTTPClient is the HTTP client for slurmrestd: it keeps a connection
@@ -472,7 +483,11 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 // persist saves the round's job records and counters.
 func (d *Daemon) persist(res Result) {
 	meta := map[string]any{"round": res.Round, "core": res.State}
-	if err := d.Store.SaveRound(res.Records, res.Forget, meta); err != nil {
+	records := make([]store.JobRecord, len(res.Records))
+	for i, r := range res.Records {
+		records[i] = toStore(r)
+	}
+	if err := d.Store.SaveRound(records, res.Forget, meta); err != nil {
 		d.Log.Error().Err(err).Msg("persist round")
 	}
 	// Pruning reads the whole journal: once every pruneEvery rounds is

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -137,7 +137,7 @@ func (h *harness) startChosen() {
 		for _, n := range s.Nodes {
 			want := j.RequestedGPUType
 			if want == "" {
-				want = constraintType(j.Constraints, isType)
+				want = sched.ConstraintType(j.Constraints, isType)
 			}
 			if n.GPUType == want && n.GPUs-n.GPUsUsed >= j.GPUs {
 				if err := h.slurm.Start(j.ID, n.Name); err != nil {
@@ -625,51 +625,6 @@ func TestReconcileVerdicts(t *testing.T) {
 	}
 }
 
-func TestEstimateSources(t *testing.T) {
-	table, _ := throughputs.Reference()
-	core, err := NewCore(settings(), table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := core.syncCluster([]roundsServer{{ID: "a", Type: "v100", GPUs: 4}, {ID: "b", Type: "k80", GPUs: 4}, {ID: "c", Type: "a100", GPUs: 4}}, 0); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		model      string
-		scale      int
-		wantSource string
-		wantV100   float64
-		wantA100   float64
-	}{
-		// Values read from etc/gavel-simulation-throughputs.json.
-		{"resnet50-bs64", 4, "reference table: ResNet-50 (batch size 64) x4 (types outside", 9.451949566394442, -1},
-		{"A3C", 2, "default: equal on every type (A3C has no entry for 2 GPUs)", 1, 1},
-		{"my-new-model", 1, "default: equal on every type (model not in the reference table)", 1, 1},
-		{"", 1, "default: equal on every type (no model in the tag)", 1, 1},
-	}
-	for _, tc := range tests {
-		_, tput, source := core.estimate(tc.model, tc.scale)
-		if !strings.HasPrefix(source, tc.wantSource) {
-			t.Errorf("%s x%d: source %q, want %q", tc.model, tc.scale, source, tc.wantSource)
-		}
-		if tput["v100"] != tc.wantV100 {
-			t.Errorf("%s x%d: v100 %v, want %v", tc.model, tc.scale, tput["v100"], tc.wantV100)
-		}
-		if tc.wantA100 >= 0 && tput["a100"] != tc.wantA100 {
-			t.Errorf("%s x%d: a100 %v", tc.model, tc.scale, tput["a100"])
-		}
-	}
-	// A type outside the table is assumed as slow as the model's slowest.
-	_, tput, _ := core.estimate("resnet50-bs64", 4)
-	types := []string{"k80", "v100"}
-	sort.Strings(types)
-	if tput["a100"] != min(tput["k80"], tput["v100"]) || tput["a100"] == 0 {
-		t.Errorf("a100 estimate %v, k80 %v", tput["a100"], tput["k80"])
-	}
-}
-
-type roundsServer = rounds.Server
-
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	data, err := json.Marshal(v)
@@ -799,7 +754,7 @@ func TestRoundMechanismStateSurvivesRestart(t *testing.T) {
 	before := map[string]rounds.State{}
 	for _, id := range ids {
 		for _, typ := range []string{"v100", "k80"} {
-			st, err := h.d.Core.mech.State(id, typ)
+			st, err := h.d.Core.MechanismState(id, typ)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -814,7 +769,7 @@ func TestRoundMechanismStateSurvivesRestart(t *testing.T) {
 	h.d.RunRound(context.Background())
 	for key, want := range before {
 		id, typ, _ := strings.Cut(key, "/")
-		got, err := h.d.Core.mech.State(id, typ)
+		got, err := h.d.Core.MechanismState(id, typ)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -855,63 +810,6 @@ func TestGraceSignalIsNotRepeatedAfterACrashBeforePersisting(t *testing.T) {
 	h.d.RunGraces(context.Background())
 	if got := kinds(h.slurm.Applied()[n:], first); len(got) == 0 || got[0] != "requeue-hold" {
 		t.Errorf("after the grace period: %v, want the requeue", got)
-	}
-}
-
-func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := map[string]struct {
-		job         bridge.Job
-		wantActions []string
-		wantRecheck time.Duration // 0: no further check
-	}{
-		"delay set after the begin-now": {
-			job:         bridge.Job{State: bridge.JobPending, Reason: "BeginTime"},
-			wantActions: []string{"begin-now"},
-		},
-		"still stopping": {
-			job:         bridge.Job{State: bridge.JobRunning},
-			wantRecheck: 2 * time.Second,
-		},
-		"completing": {
-			job:         bridge.Job{State: bridge.JobPending, StateFlags: []string{"COMPLETING"}, Reason: "BeginTime"},
-			wantRecheck: 2 * time.Second,
-		},
-		"held by the plan":   {job: bridge.Job{State: bridge.JobPending, Held: true, Reason: "BeginTime"}},
-		"eligible already":   {job: bridge.Job{State: bridge.JobPending, Reason: "Resources"}},
-		"finished meanwhile": {job: bridge.Job{State: bridge.JobCompleted}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			core, err := NewCore(settings(), table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			js := &jobState{id: "5", ledger: ledger{recheckAt: epoch}, received: map[string]float64{}}
-			core.jobs["5"], core.order = js, []string{"5"}
-			tc.job.ID, tc.job.Partition, tc.job.GPUs = 5, "gpu", 1
-			snap, err := bridge.NewSnapshot(epoch, "", nil, []bridge.Job{tc.job})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, a := range core.Graces(snap, epoch) {
-				got = append(got, string(a.Kind))
-			}
-			if strings.Join(got, ",") != strings.Join(tc.wantActions, ",") {
-				t.Errorf("actions %v, want %v", got, tc.wantActions)
-			}
-			want := time.Time{}
-			if tc.wantRecheck > 0 {
-				want = epoch.Add(tc.wantRecheck)
-			}
-			if !js.recheckAt.Equal(want) || !core.NextGraceEnd(epoch).Equal(want) {
-				t.Errorf("next check %v (next wake %v), want %v", js.recheckAt, core.NextGraceEnd(epoch), want)
-			}
-		})
 	}
 }
 
@@ -988,8 +886,9 @@ func TestWaitingJobsAreHeldInOneBatch(t *testing.T) {
 // type only and its request is left as the user wrote it; a typed request
 // for a type the daemon does not schedule leaves the job to Slurm.
 func TestTypedRequestIsPinnedToItsType(t *testing.T) {
-	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1", "c1:a100:1")
-	h.d.Core.set.GPUTypes = []string{"v100", "k80", "p100"}
+	set := settings()
+	set.GPUTypes = []string{"v100", "k80", "p100"}
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1", "b1:k80:1", "c1:a100:1")
 	submitTyped := func(typ string) bridge.JobID {
 		return h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, RequestedGPUType: typ, Comment: resnet})
 	}
@@ -1043,8 +942,9 @@ func TestTypedRequestIsPinnedToItsType(t *testing.T) {
 // and admin holds that appear later, stay untouched.
 func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
 	for _, adopt := range []bool{false, true} {
-		h := newHarness(t, t.TempDir(), "a1:v100:2")
-		h.d.Core.set.AdoptAdminHolds = adopt
+		set := settings()
+		set.AdoptAdminHolds = adopt
+		h := newHarnessWith(t, set, t.TempDir(), "a1:v100:2")
 		adminHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldAdmin"})
 		userHeld := h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Held: true, Reason: "JobHeldUser"})
 		h.d.RunRound(context.Background())
@@ -1066,8 +966,9 @@ func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
 // A job preempted in one round and chosen again before its grace period
 // ends keeps running: it is not requeued when the grace period is over.
 func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
-	h := newHarness(t, t.TempDir(), "a1:v100:1")
-	h.d.Core.set.DefaultGrace = 30 * time.Second
+	set := settings()
+	set.DefaultGrace = 30 * time.Second
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
 	first, second := h.preemptFirst()
 	// The job that was to take over leaves before the grace period ends.
 	if err := h.slurm.Finish(second, bridge.JobCancelled); err != nil {

@@ -1,31 +1,23 @@
-// Package daemon runs gavel-slurm's round loop beside slurmctld.
-//
-// It is split in two. Core is the pure part: given a Slurm snapshot and
-// the time, it updates the scheduling state (jobs, time received, the
-// allocation, the round mechanism) and returns the Slurm actions that make
-// Slurm match the next round's plan, plus the documents the API serves. It
-// does no I/O and reads no clock. Daemon is the thin shell around it: it
-// takes snapshots, journals and applies the actions, persists the state,
-// publishes status and metrics, and sleeps between rounds on an injected
-// clock.
+// Package sched is gavel-slurm's scheduling step, shared by the daemon
+// and the simulator. It is pure: given a Slurm snapshot and the time, Core
+// updates the scheduling state (jobs and their admission, time received,
+// the allocation, the round mechanism, each job's ledger of holds and
+// preemptions) and returns the Slurm actions that make Slurm match the
+// next round's plan, the records to persist and a view for status. It
+// does no I/O, reads no clock and knows nothing of the API or the store.
 //
 // Holds: the daemon holds the managed jobs that wait and releases them
 // when they are chosen. A hold it did not send (the user's `scontrol hold`
 // or `sbatch --hold`, or an admin's) is never released: such a job is kept
 // out of the allocation, status says "held by user" (or admin), and it
 // competes again once its owner releases it. Which holds are the daemon's
-// is recorded per job and replayed from the journal after a crash.
+// is recorded in each job's ledger and replayed from the journal after a
+// crash.
 //
-// Durability: every round's actions are journaled in one transaction
-// before any is sent, and their outcomes written in one more; the state
-// (job records, the round mechanism's Saved state, the allocation, the
-// time of the last round) is written after every round. A restart
-// reconciles pending entries against Slurm (see Reconcile) and carries the
-// round mechanism on where it stopped.
-package daemon
+// Preemption: see ledger.go.
+package sched
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -35,8 +27,6 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
-	"github.com/gavel-slurm/gavel-slurm/internal/api"
-	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -201,7 +191,7 @@ func NewCore(set Settings, table *throughputs.Table) (*Core, error) {
 // Restore seeds the core with the records saved by an earlier run, so
 // time received and grace periods survive a restart. Call before the
 // first Step.
-func (c *Core) Restore(records map[string]store.JobRecord, round uint64) {
+func (c *Core) Restore(records map[string]Record, round uint64) {
 	c.round = round
 	for id, r := range records {
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
@@ -249,12 +239,11 @@ type Result struct {
 	Jobs        int
 	// Records are the job records to persist; Forget the ids to delete;
 	// State the rest of the core's state.
-	Records []store.JobRecord
+	Records []Record
 	Forget  []string
 	State   State
-	// Status and Allocation are the API documents for this round.
-	Status     api.Status
-	Allocation api.Allocation
+	// View is what status shows of this round.
+	View View
 }
 
 // Action is one Slurm action and why it is sent.
@@ -279,7 +268,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	res := Result{Round: c.round}
 	if why, cause := c.distrust(snap); why != "" {
 		res.Skipped, res.SkipCause = why, cause
-		res.Status = c.status(snap, now, &res)
+		res.View = c.view(snap, now, &res)
 		return res
 	}
 	nowS := seconds(now)
@@ -287,7 +276,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	servers := c.clusterOf(snap)
 	if err := c.syncCluster(servers, nowS); err != nil {
 		res.Skipped, res.SkipCause = "cluster: "+err.Error(), "cluster_error"
-		res.Status = c.status(snap, now, &res)
+		res.View = c.view(snap, now, &res)
 		return res
 	}
 	res.Forget = c.syncJobs(snap, now)
@@ -305,12 +294,12 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		alloc, err := solve(c.problem(snap, now))
 		if err != nil {
 			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
-			res.Status = c.status(snap, now, &res)
+			res.View = c.view(snap, now, &res)
 			return res
 		}
 		if err := c.mech.SetAllocation(alloc, nowS); err != nil {
 			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
-			res.Status = c.status(snap, now, &res)
+			res.View = c.view(snap, now, &res)
 			return res
 		}
 		c.allocation, c.allocationComputed, res.Solved = alloc, now, true
@@ -320,7 +309,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	plan, err := c.mech.Plan(nowS, running)
 	if err != nil {
 		res.Skipped, res.SkipCause = "plan: "+err.Error(), "plan_error"
-		res.Status = c.status(snap, now, &res)
+		res.View = c.view(snap, now, &res)
 		return res
 	}
 	c.plan = plan
@@ -338,10 +327,24 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	res.Records = c.records(now)
 	saved := c.mech.Save()
 	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation, AllocationComputed: c.allocationComputed}
-	res.Status = c.status(snap, now, &res)
-	res.Allocation = c.allocationDoc()
+	res.View = c.view(snap, now, &res)
 	return res
 }
+
+// Settings returns the settings the step runs with.
+func (c *Core) Settings() Settings { return c.set }
+
+// MechanismState is the round mechanism's view of a job on a GPU type
+// (allocation, time received, priority), for inspection.
+func (c *Core) MechanismState(key, gpuType string) (rounds.State, error) {
+	if c.mech == nil {
+		return rounds.State{}, fmt.Errorf("no round has run yet")
+	}
+	return c.mech.State(key, gpuType)
+}
+
+// Round is the number of the last round stepped.
+func (c *Core) Round() uint64 { return c.round }
 
 // Solve computes an allocation with the configured policy.
 func (c *Core) Solve(p *policy.Problem) (*policy.Allocation, error) {
@@ -705,19 +708,16 @@ func (c *Core) noteHolds(actions []Action) {
 // grace period that started, so it is neither signalled again nor
 // forgotten). Failed entries changed nothing in Slurm and are skipped.
 // Call after Restore, before the first Step.
-func (c *Core) RestoreJournal(entries []store.Entry, records map[string]store.JobRecord) {
+func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record) {
 	for _, e := range entries {
-		if e.State == store.Failed {
+		if e.Failed {
 			continue
 		}
 		js := c.jobs[e.JobID]
 		if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
 			continue
 		}
-		var a Action
-		if err := json.Unmarshal(e.Payload, &a); err != nil {
-			continue
-		}
+		a := e.Action
 		if js == nil {
 			if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
 				continue
@@ -989,11 +989,11 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 }
 
 // records are the persisted view of every tracked job.
-func (c *Core) records(now time.Time) []store.JobRecord {
-	out := make([]store.JobRecord, 0, len(c.order))
+func (c *Core) records(now time.Time) []Record {
+	out := make([]Record, 0, len(c.order))
 	for _, id := range c.order {
 		js := c.jobs[id]
-		rec := store.JobRecord{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
+		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
 			Preempt: string(js.mode)}
 		if js.pre.phase != notPreempted {
@@ -1001,9 +1001,9 @@ func (c *Core) records(now time.Time) []store.JobRecord {
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
 		}
 		if len(js.throughputs) > 0 {
-			rec.Estimates = map[string]store.Estimate{}
+			rec.Estimates = map[string]Estimate{}
 			for t, v := range js.throughputs {
-				rec.Estimates[t] = store.Estimate{StepsPerSecond: v, Source: js.source}
+				rec.Estimates[t] = Estimate{StepsPerSecond: v, Source: js.source}
 			}
 		}
 		out = append(out, rec)
@@ -1022,99 +1022,6 @@ func copyMap(m map[string]float64) map[string]float64 {
 	return out
 }
 
-// status builds the /v1/status document.
-func (c *Core) status(snap *bridge.Snapshot, now time.Time, res *Result) api.Status {
-	st := api.Status{Round: api.Round{
-		Number: c.round, Policy: c.set.Policy, Started: now, LengthSeconds: c.set.Round.Seconds(),
-		NextAt: now.Add(c.set.Round), AllocationComputed: c.allocationComputed, Skipped: res.Skipped,
-	}}
-	if snap == nil {
-		return st
-	}
-	alloc := map[string]map[string]float64{}
-	if c.allocation != nil {
-		alloc = c.allocation.Map()
-	}
-	summary := map[string]*api.TypeSummary{}
-	for _, n := range snap.Nodes {
-		if !c.nodeUsable(n) {
-			continue
-		}
-		ts := summary[n.GPUType]
-		if ts == nil {
-			ts = &api.TypeSummary{Type: n.GPUType, CostPerHour: c.set.CostPerGPUHour[n.GPUType]}
-			summary[n.GPUType] = ts
-		}
-		ts.GPUs += n.GPUs
-		ts.Busy += n.GPUsUsed
-	}
-	for _, j := range snap.Jobs {
-		tracked := c.jobs[j.ID.String()]
-		preempting := tracked != nil && tracked.pre.phase != notPreempted
-		if !c.inPartitions(j.Partition) || (!j.Active() && !preempting) {
-			// Finished jobs stay in Slurm's answer for MinJobAge; like
-			// squeue, status shows only the live ones.
-			continue
-		}
-		res.Jobs++
-		js := JobStatusOf(j)
-		if ok, why := c.eligible(j); !ok {
-			js.Reason = why
-		} else if s := c.jobs[j.ID.String()]; s != nil && s.heldBy != "" && j.Held {
-			js.Managed = true
-			js.Model = s.model
-			js.Reason = s.heldBy
-			js.Received = copyMap(s.received)
-			js.SinceArrival = now.Sub(s.firstSeen).Seconds()
-		} else if s != nil && s.scale != 0 {
-			res.Managed++
-			js.Managed = true
-			js.Model = s.model
-			js.Preempt = string(c.modeOf(s))
-			js.Grace = c.graceStatus(s)
-			js.Decision, js.Reason = s.decision, s.reason
-			js.Allocation = alloc[s.id]
-			js.Received = copyMap(s.received)
-			js.SinceArrival = now.Sub(s.firstSeen).Seconds()
-			js.ThroughputSource = s.source
-			for t, f := range js.Allocation {
-				if ts := summary[t]; ts != nil {
-					ts.AllocatedGPUs += f * float64(s.scale)
-				}
-			}
-			switch {
-			case j.State == bridge.JobRunning:
-				if ts := summary[j.RunningGPUType]; ts != nil {
-					ts.Running++
-				}
-			case j.State == bridge.JobPending && j.Constraints != "" && !j.Held:
-				if ts := summary[constraintType(j.Constraints, c.isGPUType)]; ts != nil {
-					ts.Pending++
-				}
-			}
-		} else if !j.Active() {
-			js.Reason = "finished"
-		}
-		st.Jobs = append(st.Jobs, js)
-	}
-	for _, t := range sortedKeys(summary) {
-		st.Types = append(st.Types, *summary[t])
-	}
-	return st
-}
-
-// JobStatusOf fills the Slurm-side fields of a job's status line.
-func JobStatusOf(j bridge.Job) api.JobStatus {
-	js := api.JobStatus{JobID: j.ID.String(), User: j.User, State: string(j.State), GPUs: j.GPUs}
-	if j.State == bridge.JobRunning || j.State == bridge.JobSuspended {
-		js.GPUType = j.RunningGPUType
-	}
-	if j.TagErr == nil {
-		js.Model = j.Tag.Model
-	}
-	return js
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -1122,15 +1029,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// allocationDoc is the /v1/allocation document.
-func (c *Core) allocationDoc() api.Allocation {
-	if c.allocation == nil {
-		return api.Allocation{Policy: c.set.Policy, Rows: map[string]map[string]float64{}}
-	}
-	return api.Allocation{Policy: c.allocation.Policy, Computed: c.allocationComputed,
-		Types: c.allocation.Types, Objective: c.allocation.Objective, Rows: c.allocation.Map()}
 }
 
 // describe renders a plan decision's reason, prefixed by its action.

@@ -1,4 +1,4 @@
-package daemon
+package sched
 
 import (
 	"slices"
@@ -49,8 +49,8 @@ func constraintFor(own []string, t string) string {
 	return strings.Join(append(slices.Clone(own), t), "&")
 }
 
-// constraintType is the GPU type a plain "&" constraint names, if any.
-func constraintType(c string, isType func(string) bool) string {
+// ConstraintType is the GPU type a plain "&" constraint names, if any.
+func ConstraintType(c string, isType func(string) bool) string {
 	if strings.ContainsAny(c, constraintOperators) {
 		return ""
 	}

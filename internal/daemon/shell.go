@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"encoding/json"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+)
+
+// The scheduling step lives in internal/sched; the daemon drives it and
+// turns what it returns into the store's records and the API's documents.
+type (
+	// Core is the scheduling step the daemon drives.
+	Core = sched.Core
+	// Settings are the step's settings.
+	Settings = sched.Settings
+	// Action is one Slurm action and why it is sent.
+	Action = sched.Action
+	// Result is what one step decided.
+	Result = sched.Result
+	// State is the step's state saved beside the job records.
+	State = sched.State
+)
+
+// RunPriority is the Slurm priority of jobs chosen to run.
+const RunPriority = sched.RunPriority
+
+// NewCore returns a scheduling step for the settings (sched.NewCore).
+var NewCore = sched.NewCore
+
+// toStore is a step record as the store keeps it.
+func toStore(r sched.Record) store.JobRecord {
+	out := store.JobRecord{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
+		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
+		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, Preempt: r.Preempt,
+		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
+	if r.Estimates != nil {
+		out.Estimates = make(map[string]store.Estimate, len(r.Estimates))
+		for t, e := range r.Estimates {
+			out.Estimates[t] = store.Estimate{StepsPerSecond: e.StepsPerSecond, Source: e.Source}
+		}
+	}
+	return out
+}
+
+// fromStore is a stored record as the step takes it back.
+func fromStore(r store.JobRecord) sched.Record {
+	out := sched.Record{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
+		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
+		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, Preempt: r.Preempt,
+		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
+	if r.Estimates != nil {
+		out.Estimates = make(map[string]sched.Estimate, len(r.Estimates))
+		for t, e := range r.Estimates {
+			out.Estimates[t] = sched.Estimate{StepsPerSecond: e.StepsPerSecond, Source: e.Source}
+		}
+	}
+	return out
+}
+
+// journalEntries decodes the journal for the step's replay; entries that
+// do not decode are left out (they changed nothing the step can know of).
+func journalEntries(entries []store.Entry) []sched.JournalEntry {
+	out := make([]sched.JournalEntry, 0, len(entries))
+	for _, e := range entries {
+		var a Action
+		if err := json.Unmarshal(e.Payload, &a); err != nil {
+			continue
+		}
+		out = append(out, sched.JournalEntry{JobID: e.JobID, Created: e.Created, Failed: e.State == store.Failed, Action: a})
+	}
+	return out
+}
+
+// statusDoc is the /v1/status document of a step's view.
+func statusDoc(v sched.View) api.Status {
+	st := api.Status{Round: api.Round{
+		Number: v.Round, Policy: v.Policy, Started: v.Started, LengthSeconds: v.Length.Seconds(),
+		NextAt: v.Started.Add(v.Length), AllocationComputed: v.AllocationComputed, Skipped: v.Skipped,
+	}}
+	for _, jv := range v.Jobs {
+		st.Jobs = append(st.Jobs, jobStatus(jv))
+	}
+	for _, t := range v.Types {
+		st.Types = append(st.Types, api.TypeSummary{Type: t.Type, GPUs: t.GPUs, Busy: t.Busy, Running: t.Running,
+			Pending: t.Pending, AllocatedGPUs: t.AllocatedGPUs, CostPerHour: t.CostPerHour})
+	}
+	return st
+}
+
+func jobStatus(jv sched.JobView) api.JobStatus {
+	j := jv.Job
+	js := api.JobStatus{JobID: j.ID.String(), User: j.User, State: string(j.State), GPUs: j.GPUs,
+		Model: jv.Model, Managed: jv.Managed, Decision: jv.Decision, Reason: jv.Reason,
+		Allocation: jv.Allocation, Received: jv.Received, ThroughputSource: jv.ThroughputSource,
+		Preempt: jv.Preempt, Grace: jv.Grace}
+	if j.State == bridge.JobRunning || j.State == bridge.JobSuspended {
+		js.GPUType = j.RunningGPUType
+	}
+	if jv.Managed {
+		js.SinceArrival = jv.SinceArrival.Seconds()
+	}
+	return js
+}
+
+// allocationDoc is the /v1/allocation document of a step's view.
+func allocationDoc(v sched.View) api.Allocation {
+	if v.Allocation == nil {
+		return api.Allocation{Policy: v.Policy, Rows: map[string]map[string]float64{}}
+	}
+	return api.Allocation{Policy: v.Allocation.Policy, Computed: v.AllocationComputed,
+		Types: v.Allocation.Types, Objective: v.Allocation.Objective, Rows: v.Allocation.Map()}
+}

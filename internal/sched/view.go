@@ -1,0 +1,178 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+)
+
+// Record is what the step remembers about one managed job between rounds
+// and across restarts; the daemon persists it.
+type Record struct {
+	JobID string
+	// FirstSeen is when the job was first seen (its arrival for the
+	// policies).
+	FirstSeen time.Time
+	// Received is the seconds of service on each GPU type since arrival.
+	Received map[string]float64
+	// Estimates is the job's throughput per GPU type.
+	Estimates map[string]Estimate
+	// LastDecision and Reason are the last round's decision and why.
+	LastDecision, Reason string
+	// GraceStart, GraceTarget, GracePhase and GraceRestarts are the
+	// preemption in progress (ledger.go); zero when none.
+	GraceStart    time.Time
+	GraceTarget   string
+	GracePhase    string
+	GraceRestarts int
+	// Preempt is the job's preemption mode from its tag, if any.
+	Preempt string
+	// HeldByDaemon is set while the job's hold is the daemon's.
+	HeldByDaemon bool
+	UpdatedAt    time.Time
+}
+
+// Estimate is one throughput estimate and where it came from.
+type Estimate struct {
+	StepsPerSecond float64
+	Source         string
+}
+
+// JournalEntry is one journaled action as RestoreJournal replays it.
+type JournalEntry struct {
+	JobID   string
+	Created time.Time
+	// Failed entries changed nothing in Slurm.
+	Failed bool
+	Action Action
+}
+
+// View is what status shows after a round: the round, every live job of
+// the managed partitions (managed or not) and a summary per GPU type.
+type View struct {
+	Round              uint64
+	Policy             string
+	Started            time.Time
+	Length             time.Duration
+	AllocationComputed time.Time
+	Skipped            string
+	Jobs               []JobView
+	Types              []TypeView
+	// Allocation is the policy's answer in use; nil before the first.
+	Allocation *policy.Allocation
+}
+
+// JobView is one job's line in status.
+type JobView struct {
+	Job     bridge.Job
+	Managed bool
+	// Model is the resolved model name (or the tag's text).
+	Model string
+	// Decision and Reason are the last decision and why, or why the job
+	// is not managed.
+	Decision, Reason string
+	Allocation       map[string]float64
+	Received         map[string]float64
+	SinceArrival     time.Duration
+	ThroughputSource string
+	// Preempt is the job's effective preemption mode; Grace where its
+	// preemption stands.
+	Preempt, Grace string
+}
+
+// TypeView is one GPU type's line in status.
+type TypeView struct {
+	Type             string
+	GPUs, Busy       int
+	Running, Pending int
+	AllocatedGPUs    float64
+	CostPerHour      float64
+}
+
+// View rebuilds the status view of the round in res against snap, after
+// the shell changed what the round did (Abandon).
+func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
+	res.Jobs, res.Managed = 0, 0
+	return c.view(snap, now, res)
+}
+
+// view builds the status view of the round in res.
+func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
+	v := View{Round: c.round, Policy: c.set.Policy, Started: now, Length: c.set.Round,
+		AllocationComputed: c.allocationComputed, Skipped: res.Skipped, Allocation: c.allocation}
+	if snap == nil {
+		return v
+	}
+	alloc := map[string]map[string]float64{}
+	if c.allocation != nil {
+		alloc = c.allocation.Map()
+	}
+	summary := map[string]*TypeView{}
+	for _, n := range snap.Nodes {
+		if !c.nodeUsable(n) {
+			continue
+		}
+		ts := summary[n.GPUType]
+		if ts == nil {
+			ts = &TypeView{Type: n.GPUType, CostPerHour: c.set.CostPerGPUHour[n.GPUType]}
+			summary[n.GPUType] = ts
+		}
+		ts.GPUs += n.GPUs
+		ts.Busy += n.GPUsUsed
+	}
+	for _, j := range snap.Jobs {
+		s := c.jobs[j.ID.String()]
+		preempting := s != nil && s.pre.phase != notPreempted
+		if !c.inPartitions(j.Partition) || (!j.Active() && !preempting) {
+			// Finished jobs stay in Slurm's answer for MinJobAge; like
+			// squeue, status shows only the live ones.
+			continue
+		}
+		res.Jobs++
+		jv := JobView{Job: j}
+		if j.TagErr == nil {
+			jv.Model = j.Tag.Model
+		}
+		switch ok, why := c.eligible(j); {
+		case !ok:
+			jv.Reason = why
+		case s != nil && s.heldBy != "" && j.Held:
+			jv.Managed, jv.Model, jv.Reason = true, s.model, s.heldBy
+			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
+		case s != nil && s.scale != 0:
+			res.Managed++
+			jv.Managed, jv.Model = true, s.model
+			jv.Decision, jv.Reason = s.decision, s.reason
+			jv.Allocation = alloc[s.id]
+			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
+			jv.ThroughputSource = s.source
+			jv.Preempt, jv.Grace = string(c.modeOf(s)), c.graceStatus(s)
+			c.summarize(summary, j, s, jv.Allocation)
+		}
+		v.Jobs = append(v.Jobs, jv)
+	}
+	for _, t := range sortedKeys(summary) {
+		v.Types = append(v.Types, *summary[t])
+	}
+	return v
+}
+
+// summarize adds a managed job to its type's line.
+func (c *Core) summarize(summary map[string]*TypeView, j bridge.Job, s *jobState, alloc map[string]float64) {
+	for t, f := range alloc {
+		if ts := summary[t]; ts != nil {
+			ts.AllocatedGPUs += f * float64(s.scale)
+		}
+	}
+	switch {
+	case j.State == bridge.JobRunning:
+		if ts := summary[j.RunningGPUType]; ts != nil {
+			ts.Running++
+		}
+	case j.State == bridge.JobPending && j.Constraints != "" && !j.Held:
+		if ts := summary[ConstraintType(j.Constraints, c.isGPUType)]; ts != nil {
+			ts.Pending++
+		}
+	}
+}
