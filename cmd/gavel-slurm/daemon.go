@@ -21,6 +21,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/config"
 	"github.com/gavel-slurm/gavel-slurm/internal/daemon"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
@@ -128,7 +129,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
 		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
 		GraceSignal: cfg.Scheduler.GraceSignal, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
-	}, table)
+	}, sched.TableEstimator{Table: table})
 	if err != nil {
 		return err
 	}

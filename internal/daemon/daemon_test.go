@@ -91,7 +91,7 @@ func (h *harness) restart() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	core, err := NewCore(h.set, table)
+	core, err := NewCore(h.set, sched.TableEstimator{Table: table})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
@@ -121,7 +122,7 @@ func newInProcess(t testing.TB, slurm bridge.Slurm, set Settings) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := NewCore(set, table)
+	core, err := NewCore(set, sched.TableEstimator{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
@@ -95,7 +96,7 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	table, _ := throughputs.Reference()
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{os.Getenv("SLURM_PARTITION")},
 		Round: 3 * time.Second, DefaultGrace: time.Second, GraceSignal: "USR1"}
-	core, err := NewCore(set, table)
+	core, err := NewCore(set, sched.TableEstimator{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,3 +245,23 @@ func (c *Core) graceStatus(js *jobState) string {
 	}
 	return ""
 }
+
+// saveLedgers keeps every job's ledger for Abandon.
+func (c *Core) saveLedgers() {
+	c.undo = make(map[string]ledger, len(c.jobs))
+	for id, js := range c.jobs {
+		c.undo[id] = js.ledger
+	}
+}
+
+// Abandon takes back what the last Step or Graces recorded of its actions
+// (grace periods started, holds owned, requeues sent) when those actions
+// could not be journaled and so were not sent.
+func (c *Core) Abandon() {
+	for id, l := range c.undo {
+		if js := c.jobs[id]; js != nil {
+			js.ledger = l
+		}
+	}
+	c.undo = nil
+}

@@ -49,7 +49,7 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			core, err := NewCore(settings(), table)
+			core, err := NewCore(settings(), TableEstimator{Table: table})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 
 func TestEstimateSources(t *testing.T) {
 	table, _ := throughputs.Reference()
-	core, err := NewCore(settings(), table)
+	core, err := NewCore(settings(), TableEstimator{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestEstimateSources(t *testing.T) {
 // Changing a job's type keeps its own features and replaces the type.
 func TestRunActionsKeepTheJobsOwnFeatures(t *testing.T) {
 	table, _ := throughputs.Reference()
-	core, err := NewCore(settings(), table)
+	core, err := NewCore(settings(), TableEstimator{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,164 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// clusterOf lists the servers the mechanism may place managed jobs on:
+// usable nodes, less the GPUs that others hold. Others are the unmanaged
+// jobs in the snapshot and, from the node's own count of GPUs in use, jobs
+// the snapshot does not show (those of partitions that share the node).
+func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
+	unmanaged := map[string]int{}
+	managed := map[string]int{}
+	for _, j := range snap.Jobs {
+		if j.State != bridge.JobRunning && j.State != bridge.JobSuspended {
+			continue
+		}
+		per := perNode(j)
+		ok, _ := c.eligible(j)
+		for _, n := range j.RunningNodes {
+			if ok {
+				managed[n] += per
+			} else {
+				unmanaged[n] += per
+			}
+		}
+	}
+	var servers []rounds.Server
+	for _, n := range snap.Nodes {
+		if !c.nodeUsable(n) {
+			continue
+		}
+		others := max(unmanaged[n.Name], n.GPUsUsed-managed[n.Name])
+		if g := n.GPUs - others; g > 0 {
+			servers = append(servers, rounds.Server{ID: n.Name, Type: n.GPUType, GPUs: g})
+		}
+	}
+	return servers
+}
+
+func perNode(j bridge.Job) int {
+	if j.GPUsPerNode > 0 {
+		return j.GPUsPerNode
+	}
+	if len(j.RunningNodes) == 0 {
+		return j.GPUs
+	}
+	return j.GPUs / len(j.RunningNodes)
+}
+
+func (c *Core) syncCluster(servers []rounds.Server, now float64) error {
+	if c.mech != nil && equalServers(servers, c.cluster) {
+		return nil
+	}
+	if c.mech == nil {
+		opts := rounds.ForPolicy(c.set.Policy, c.shuffle)
+		opts.Credit = c.set.Round.Seconds() / 2
+		opts.MinResetInterval = c.set.MinResetInterval.Seconds()
+		// A job that arrives between resets competes with priority 0
+		// rather than leaving its GPUs idle: on a real cluster idle GPUs
+		// cost more than a slightly unfair round.
+		opts.HoldUnallocated = false
+		m, err := rounds.New(rounds.Cluster{Servers: servers}, opts)
+		if err != nil {
+			return err
+		}
+		c.mech = m
+	} else if err := c.mech.SetCluster(rounds.Cluster{Servers: servers}, now); err != nil {
+		return err
+	}
+	c.addTypes(c.mech.Types()...)
+	c.cluster = servers
+	return nil
+}
+
+func equalServers(a, b []rounds.Server) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// account credits each running managed job with the time since the last
+// round on the type it runs on, in the mechanism and in its lifetime
+// totals. The gap is capped at two rounds so a daemon outage is not
+// counted as service nobody observed.
+func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
+	if c.lastRound.IsZero() || !now.After(c.lastRound) {
+		return
+	}
+	gap := min(now.Sub(c.lastRound), 2*c.set.Round)
+	var usages []rounds.Usage
+	for _, j := range snap.Jobs {
+		js := c.jobs[j.ID.String()]
+		if js == nil || js.scale == 0 || j.State != bridge.JobRunning || !c.typeManaged(j.RunningGPUType) {
+			continue
+		}
+		d := gap
+		if !j.StartTime.IsZero() && now.Sub(j.StartTime) < d {
+			d = max(now.Sub(j.StartTime), 0)
+		}
+		js.received[j.RunningGPUType] += d.Seconds()
+		usages = append(usages, rounds.Usage{Key: js.id, Type: j.RunningGPUType, Seconds: d.Seconds()})
+	}
+	// Usages on types the mechanism does not know (a node that just left)
+	// are dropped rather than failing the round.
+	known := c.mech.Types()
+	kept := usages[:0]
+	for _, u := range usages {
+		if indexOf(known, u.Type) >= 0 {
+			kept = append(kept, u)
+		}
+	}
+	c.mech.Record(kept) //nolint:errcheck // types checked above
+}
+
+// running lists the managed jobs that hold GPUs now, as the mechanism
+// expects them: GPU indices per node are assigned in job order, since
+// Slurm's snapshot says how many GPUs a job holds on a node, not which.
+func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment {
+	servers := map[string]rounds.Server{}
+	for _, s := range c.cluster {
+		servers[s.ID] = s
+	}
+	next := map[string]int{}
+	var out []rounds.Assignment
+	for _, j := range snap.Jobs {
+		js := c.jobs[j.ID.String()]
+		if js == nil || js.scale == 0 || (j.State != bridge.JobRunning && j.State != bridge.JobSuspended) {
+			continue
+		}
+		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now)}
+		per := perNode(j)
+		fits := true
+		for _, n := range j.RunningNodes {
+			s, ok := servers[n]
+			if !ok || s.Type != j.RunningGPUType || next[n]+per > s.GPUs {
+				fits = false
+				break
+			}
+			for g := 0; g < per; g++ {
+				a.Slots = append(a.Slots, rounds.Slot{Server: n, GPU: next[n] + g})
+			}
+		}
+		if !fits || len(a.Slots) == 0 {
+			// Running where the mechanism cannot see (a drained node):
+			// it is left alone and competes as if waiting.
+			continue
+		}
+		for _, n := range j.RunningNodes {
+			next[n] += per
+		}
+		out = append(out, a)
+	}
+	return out
+}

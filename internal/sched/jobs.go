@@ -1,0 +1,253 @@
+package sched
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// Restore seeds the core with the records saved by an earlier run, so
+// time received and grace periods survive a restart. Call before the
+// first Step.
+func (c *Core) Restore(records map[string]Record, round uint64) {
+	c.round = round
+	for id, r := range records {
+		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
+			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
+		js.heldByDaemon = r.HeldByDaemon
+		if !r.GraceStart.IsZero() {
+			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget, restarts: r.GraceRestarts}
+			if js.pre.phase == notPreempted {
+				js.pre.phase = inGrace // saved before phases were recorded
+			}
+		}
+		if js.received == nil {
+			js.received = map[string]float64{}
+		}
+		c.jobs[id] = js
+		c.order = append(c.order, id)
+	}
+	// Arrival order of restored jobs: by first sighting, then id.
+	sort.Slice(c.order, func(i, j int) bool {
+		a, b := c.jobs[c.order[i]], c.jobs[c.order[j]]
+		if !a.firstSeen.Equal(b.firstSeen) {
+			return a.firstSeen.Before(b.firstSeen)
+		}
+		return a.id < b.id
+	})
+}
+
+// syncJobs adds arriving managed jobs to the mechanism and removes those
+// that finished or left; it returns the ids to forget.
+func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
+	seen := map[string]bool{}
+	for _, j := range snap.Jobs {
+		ok, _ := c.eligible(j)
+		id := j.ID.String()
+		js := c.jobs[id]
+		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
+			// Ended during its grace period: preempted, not finished; it
+			// stays tracked until its requeue lands (advance).
+			seen[id] = true
+			continue
+		}
+		if !ok || !j.Active() {
+			continue
+		}
+		seen[id] = true
+		c.syncJob(j, js, now)
+	}
+	return c.forgetUnseen(snap, seen, seconds(now))
+}
+
+// syncJob brings one live managed job up to date: whose hold keeps it,
+// and whether the mechanism schedules it.
+func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
+	id := j.ID.String()
+	if js != nil && j.State == bridge.JobPending && !j.Held {
+		// Whatever hold the daemon sent is gone; a later hold is
+		// someone else's.
+		js.heldByDaemon = false
+	}
+	if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
+		// Recovery: the hold is taken for one the daemon sent and lost
+		// the record of; the job is scheduled like any other.
+		js = c.track(id, now)
+		js.heldByDaemon = true
+	}
+	if j.State == bridge.JobPending && j.Held && (js == nil || !js.heldByDaemon) {
+		// Held by its user or an admin: left as Slurm has it and kept out
+		// of the allocation until released.
+		if js == nil {
+			js = c.track(id, now)
+		}
+		js.heldBy = holdOwner(j)
+		js.decision, js.reason = "", js.heldBy
+		c.unschedule(js, seconds(now))
+		return
+	}
+	if js == nil {
+		js = c.track(id, now)
+	}
+	js.heldBy = ""
+	if js.scale != 0 {
+		return // already in the mechanism
+	}
+	js.tag, js.scale, js.mode = j.Tag, j.GPUs, j.Tag.Preempt
+	js.model, js.throughputs, js.source = c.rates(j)
+	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
+		// Cannot happen for a checked job; keep it out rather than act on
+		// a job the mechanism does not know.
+		js.reason = "not scheduled: " + err.Error()
+		js.scale = 0
+	}
+}
+
+// track starts tracking job id, first seen now.
+func (c *Core) track(id string, now time.Time) *jobState {
+	js := &jobState{id: id, firstSeen: now, received: map[string]float64{}}
+	c.jobs[id] = js
+	c.order = append(c.order, id)
+	return js
+}
+
+// unschedule takes a job out of the mechanism, if it is in.
+func (c *Core) unschedule(js *jobState, now float64) {
+	if js.scale != 0 {
+		c.mech.RemoveJob(js.id, now) //nolint:errcheck // known to the mechanism
+		js.scale = 0
+	}
+}
+
+// forgetUnseen drops the tracked jobs that are no longer live and
+// managed, releasing the daemon's holds on those still in Slurm; it
+// returns their ids.
+func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now float64) []string {
+	var forget []string
+	kept := c.order[:0]
+	for _, id := range c.order {
+		if seen[id] {
+			kept = append(kept, id)
+			continue
+		}
+		c.unschedule(c.jobs[id], now)
+		if c.jobs[id].heldByDaemon {
+			c.releaseUnmanaged(snap, id)
+		}
+		delete(c.jobs, id)
+		forget = append(forget, id)
+	}
+	c.order = kept
+	return forget
+}
+
+// releaseUnmanaged queues the release of a job the daemon held that is
+// still in Slurm but no longer managed (its tag, features or partition
+// changed): the hold would outlive the record that says it is the
+// daemon's. The GPU type the daemon put in its constraint is removed
+// first, so the job goes back to Slurm's normal handling with its own
+// features only.
+func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
+	jid, err := parseJobID(id)
+	if err != nil {
+		return
+	}
+	j, ok := snap.Job(jid)
+	if !ok || j.State != bridge.JobPending || !j.Held {
+		return
+	}
+	_, why := c.eligible(j)
+	queue := func(a bridge.Action, prefix string) {
+		a.Job = jid
+		c.released = append(c.released, Action{Action: a, Why: prefix + why, Restarts: j.Restarts})
+	}
+	if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
+		if want := strings.Join(own, "&"); want != j.Constraints {
+			queue(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want}, "type constraint removed: ")
+		}
+	}
+	queue(bridge.Action{Kind: bridge.ActRelease}, "hold released: ")
+}
+
+// noteHolds records which jobs the daemon itself holds after actions are
+// sent, so that their holds are told apart from the users'.
+func (c *Core) noteHolds(actions []Action) {
+	for _, a := range actions {
+		js := c.jobs[a.Job.String()]
+		if js == nil {
+			continue
+		}
+		switch a.Kind {
+		case bridge.ActHold, bridge.ActRequeueHold:
+			js.heldByDaemon = true
+		case bridge.ActRelease:
+			js.heldByDaemon = false
+		}
+	}
+}
+
+// RestoreJournal replays the journaled actions that the persisted records
+// may not reflect yet (a crash between sending and persisting), in journal
+// order: holds and releases (whose hold is whose) and grace signals (a
+// grace period that started, so it is neither signalled again nor
+// forgotten). Failed entries changed nothing in Slurm and are skipped.
+// Call after Restore, before the first Step.
+func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record) {
+	for _, e := range entries {
+		if e.Failed {
+			continue
+		}
+		js := c.jobs[e.JobID]
+		if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
+			continue
+		}
+		a := e.Action
+		if js == nil {
+			if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
+				continue
+			}
+			// A job that arrived in the round the crash cut short: the
+			// journal is all that says the hold is the daemon's.
+			js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}}
+			c.jobs[e.JobID] = js
+			c.order = append(c.order, e.JobID)
+		}
+		switch a.Kind {
+		case bridge.ActSignal:
+			if js.pre.phase == notPreempted {
+				js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts}
+			}
+		case bridge.ActRequeueHold, bridge.ActRequeue:
+			if js.pre.phase != requeued {
+				js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts}
+			}
+		}
+		c.noteHolds([]Action{a})
+	}
+}
+
+// records are the persisted view of every tracked job.
+func (c *Core) records(now time.Time) []Record {
+	out := make([]Record, 0, len(c.order))
+	for _, id := range c.order {
+		js := c.jobs[id]
+		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
+			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
+			Preempt: string(js.mode)}
+		if js.pre.phase != notPreempted {
+			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
+			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
+		}
+		if len(js.throughputs) > 0 {
+			rec.Estimates = map[string]Estimate{}
+			for t, v := range js.throughputs {
+				rec.Estimates[t] = Estimate{StepsPerSecond: v, Source: js.source}
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// vanishFraction and vanishMinimum decide when a snapshot that lost many
+// managed jobs at once (without Slurm reporting them finished) is
+// distrusted: Slurm forgets finished jobs only after MinJobAge, so a mass
+// disappearance means a partial answer, not mass completion.
+const (
+	vanishFraction = 0.5
+	vanishMinimum  = 3
+)
+
+// distrust says why snap must not be acted on, or "" when it is usable.
+func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
+	if snap == nil {
+		return "no snapshot", "snapshot_error"
+	}
+	gpus := 0
+	for _, n := range snap.Nodes {
+		if c.nodeUsable(n) {
+			gpus += n.GPUs
+		}
+	}
+	if gpus == 0 {
+		return "no usable GPU node in the managed partitions", "no_nodes"
+	}
+	known := 0
+	var gone []string
+	for id := range c.jobs {
+		known++
+		jid, err := parseJobID(id)
+		if err != nil {
+			continue
+		}
+		if _, ok := snap.Job(jid); !ok {
+			gone = append(gone, id)
+		}
+	}
+	missing := len(gone)
+	if missing >= vanishMinimum && float64(missing) > vanishFraction*float64(known) {
+		// Trusted when a second read shows the same jobs gone: jobs that
+		// ended and were forgotten (MinJobAge), or were cancelled by
+		// their owner, stay gone; a broken answer rarely repeats itself.
+		confirmed := len(c.suspects) > 0
+		for _, id := range gone {
+			confirmed = confirmed && c.suspects[id]
+		}
+		if confirmed {
+			c.suspects = nil
+			return "", ""
+		}
+		c.suspects = map[string]bool{}
+		for _, id := range gone {
+			c.suspects[id] = true
+		}
+		return fmt.Sprintf("%d of %d managed jobs vanished from Slurm's answer at once", missing, known), "jobs_vanished"
+	}
+	c.suspects = nil
+	return "", ""
+}
+
+// Check says why snap must not be acted on, or "" when it is usable; a
+// caller that gets cause "jobs_vanished" reads Slurm again: the same jobs
+// missing from the second read are taken as gone.
+func (c *Core) Check(snap *bridge.Snapshot) (why, cause string) {
+	return c.distrust(snap)
+}
