@@ -34,6 +34,13 @@ type gandivaPolicy struct {
 
 func (g *gandivaPolicy) Name() string { return "gandiva" }
 
+// Traits: gandiva is heterogeneity-agnostic in its shares, but once it has
+// paired jobs the mechanism keeps a fixed type order, as the reference does
+// for its packing policies.
+func (g *gandivaPolicy) Traits() Traits {
+	return Traits{TypeAware: true, Packs: true, Objective: ObjectiveMinNormalizedThroughput}
+}
+
 func (g *gandivaPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if p == nil {
 		return nil, fmt.Errorf("gandiva: nil problem")

@@ -136,6 +136,10 @@ type Policy interface {
 	Name() string
 	// Allocate computes the allocation for p. It must not modify p.
 	Allocate(p *Problem) (*Allocation, error)
+	// Traits are the properties callers must act on (type order, pairs,
+	// the meaning of the objective). They never change over a policy's
+	// lifetime.
+	Traits() Traits
 }
 
 // Options configure policies that need them.
