@@ -34,9 +34,9 @@ type gandivaPolicy struct {
 
 func (g *gandivaPolicy) Name() string { return "gandiva" }
 
-// Traits: gandiva is heterogeneity-agnostic in its shares, but once it has
-// paired jobs the mechanism keeps a fixed type order, as the reference does
-// for its packing policies.
+// Traits: gandiva's shares ignore the GPU types, but the reference runs it
+// like its other packing policies, with a fixed type order, so it counts as
+// type-aware.
 func (g *gandivaPolicy) Traits() Traits {
 	return Traits{TypeAware: true, Packs: true, Objective: ObjectiveMinNormalizedThroughput}
 }

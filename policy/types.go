@@ -22,7 +22,8 @@ type Problem struct {
 	Jobs []Job `json:"jobs"`
 	// Entities groups jobs for hierarchical policies, keyed by Job.Entity.
 	Entities map[string]Entity `json:"entities,omitempty"`
-	// Pairs lists candidate space-sharing combinations for *_packed policies.
+	// Pairs lists candidate space-sharing combinations for the policies
+	// whose Traits say Packs.
 	Pairs []Pair `json:"pairs,omitempty"`
 }
 
