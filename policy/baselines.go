@@ -18,6 +18,7 @@ package policy
 // MinNormalizedThroughput.
 
 func init() {
+	declareTraits(Traits{Objective: ObjectiveMinNormalizedThroughput}, "isolated", "proportional")
 	registerFunc("isolated", func(p *Problem) (*Allocation, error) {
 		return staticShares(p, "isolated", func(j *Job) []float64 { return IsolatedShare(p, j) })
 	})

@@ -73,6 +73,11 @@ func NewRandomTypeFIFO(seed int64) Policy { return newFIFO("fifo", fifoRandom, s
 
 func (f *fifoPolicy) Name() string { return f.name }
 
+func (f *fifoPolicy) Traits() Traits {
+	perf := f.mode == fifoFastest || f.mode == fifoFastestPacked
+	return Traits{TypeAware: perf, FIFO: true, Packs: f.mode == fifoFastestPacked, Objective: ObjectiveTotalThroughput}
+}
+
 func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%s: nil problem", f.name)

@@ -44,6 +44,9 @@ import (
 // is MaxFinishTimeFairness under the measured throughputs.
 
 func init() {
+	declareTraits(Traits{Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness")
+	declareTraits(Traits{TypeAware: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_perf")
+	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_packed")
 	registerFunc("finish_time_fairness", func(p *Problem) (*Allocation, error) {
 		return minMaxFinishTimeFairness(p, "finish_time_fairness", agnosticThroughput(p), false)
 	})

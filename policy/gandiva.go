@@ -34,6 +34,13 @@ type gandivaPolicy struct {
 
 func (g *gandivaPolicy) Name() string { return "gandiva" }
 
+// Traits: gandiva's shares ignore the GPU types, but the reference runs it
+// like its other packing policies, with a fixed type order, so it counts as
+// type-aware.
+func (g *gandivaPolicy) Traits() Traits {
+	return Traits{TypeAware: true, Packs: true, Objective: ObjectiveMinNormalizedThroughput}
+}
+
 func (g *gandivaPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if p == nil {
 		return nil, fmt.Errorf("gandiva: nil problem")

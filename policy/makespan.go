@@ -18,6 +18,9 @@ import "math"
 // really give).
 
 func init() {
+	declareTraits(Traits{Objective: ObjectiveMakespan}, "min_total_duration")
+	declareTraits(Traits{TypeAware: true, Objective: ObjectiveMakespan}, "min_total_duration_perf")
+	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveMakespan}, "min_total_duration_packed")
 	registerFunc("min_total_duration", func(p *Problem) (*Allocation, error) {
 		return minMakespan(p, "min_total_duration", agnosticThroughput(p), false)
 	})

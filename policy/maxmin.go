@@ -40,6 +40,10 @@ type maxMinPolicy struct {
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
 
+func (pol *maxMinPolicy) Traits() Traits {
+	return Traits{TypeAware: !pol.agnostic, Packs: pol.packed, Objective: ObjectiveMinNormalizedThroughput}
+}
+
 func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {

@@ -347,6 +347,9 @@ type funcPolicy struct {
 
 func (f funcPolicy) Name() string { return f.name }
 
+// Traits are those its family declared with declareTraits.
+func (f funcPolicy) Traits() Traits { return declaredTraits[f.name] }
+
 func (f funcPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%s: nil problem", f.name)

@@ -22,6 +22,7 @@ import (
 // states SJF minimizes.
 
 func init() {
+	declareTraits(Traits{TypeAware: true, Objective: ObjectiveShortestCompletion}, "shortest_job_first_perf")
 	registerFunc("shortest_job_first_perf", shortestJobFirst)
 }
 

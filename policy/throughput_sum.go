@@ -5,6 +5,13 @@ package policy
 // jobs that gain little from any GPU may get nothing.
 
 func init() {
+	declareTraits(Traits{TypeAware: true, Objective: ObjectiveTotalThroughput}, "max_sum_throughput_perf")
+	// The family's cost-normalized members (cost.go) report steps per cost
+	// unit instead.
+	declareTraits(Traits{TypeAware: true, Objective: ObjectiveStepsPerCost},
+		"max_sum_throughput_normalized_by_cost_perf", "max_sum_throughput_normalized_by_cost_perf_SLOs")
+	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveStepsPerCost},
+		"max_sum_throughput_normalized_by_cost_packed_SLOs")
 	registerFunc("max_sum_throughput_perf", func(p *Problem) (*Allocation, error) {
 		return maxSumThroughput(p, "max_sum_throughput_perf")
 	})

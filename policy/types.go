@@ -22,7 +22,8 @@ type Problem struct {
 	Jobs []Job `json:"jobs"`
 	// Entities groups jobs for hierarchical policies, keyed by Job.Entity.
 	Entities map[string]Entity `json:"entities,omitempty"`
-	// Pairs lists candidate space-sharing combinations for *_packed policies.
+	// Pairs lists candidate space-sharing combinations for the policies
+	// whose Traits say Packs.
 	Pairs []Pair `json:"pairs,omitempty"`
 }
 
@@ -136,6 +137,10 @@ type Policy interface {
 	Name() string
 	// Allocate computes the allocation for p. It must not modify p.
 	Allocate(p *Problem) (*Allocation, error)
+	// Traits are the properties callers must act on (type order, pairs,
+	// the meaning of the objective). They never change over a policy's
+	// lifetime.
+	Traits() Traits
 }
 
 // Options configure policies that need them.

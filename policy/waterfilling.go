@@ -64,6 +64,10 @@ type waterFillingPolicy struct {
 
 func (pol *waterFillingPolicy) Name() string { return pol.name }
 
+func (pol *waterFillingPolicy) Traits() Traits {
+	return Traits{TypeAware: !pol.agnostic, Packs: pol.packed, Objective: ObjectiveMinNormalizedThroughput}
+}
+
 func (pol *waterFillingPolicy) Allocate(p *Problem) (*Allocation, error) {
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {

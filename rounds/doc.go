@@ -27,10 +27,10 @@
 //
 // # Driving it
 //
-//	m, err := rounds.New(cluster, rounds.ForPolicy("max_min_fairness_perf", nil))
+//	m, err := rounds.New(cluster, rounds.ForTraits(pol.Traits(), shuffle))
 //	// on arrivals / completions (each notes a reset event):
 //	m.AddJob(rounds.Job{ID: "7", ScaleFactor: 4, Throughputs: tput}, now)
-//	m.AddPair(rounds.Pair{Jobs: [2]string{"7", "9"}, Throughputs: pairTput}, now) // packed policies
+//	m.AddPair(rounds.Pair{Jobs: [2]string{"7", "9"}, Throughputs: pairTput}, now) // policies whose traits say Packs
 //	m.RemoveJob("3", now)
 //	// at every round boundary:
 //	if m.NeedsReset(now) {

@@ -1,6 +1,6 @@
 package rounds
 
-import "strings"
+import "github.com/gavel-slurm/gavel-slurm/policy"
 
 // Server is one machine of the cluster: GPUs of a single type.
 type Server struct {
@@ -151,7 +151,7 @@ const (
 	DefaultMinResetInterval = 1920.0
 )
 
-// Options tune the mechanism. Start from DefaultOptions or ForPolicy.
+// Options tune the mechanism. Start from DefaultOptions or ForTraits.
 type Options struct {
 	// Credit is the time (seconds) credited as received to every new job or
 	// pair and to every combination at an allocation reset. The reference
@@ -198,28 +198,28 @@ func DefaultOptions() Options {
 	}
 }
 
-// ForPolicy returns DefaultOptions adjusted the way the reference adjusts
-// its mechanism to a policy name (see policy.Names): heterogeneity-agnostic
-// policies shuffle the type order every round with shuffle, FIFO policies
-// skip priority-0 entries. shuffle may be nil for policies that do not
-// shuffle.
-func ForPolicy(name string, shuffle Shuffler) Options {
+// ForTraits returns DefaultOptions adjusted to a policy's traits the way
+// the reference adjusts its mechanism: heterogeneity-agnostic policies
+// shuffle the type order every round with shuffle, FIFO policies skip
+// priority-0 entries. shuffle may be nil for type-aware policies, which do
+// not shuffle.
+func ForTraits(t policy.Traits, shuffle Shuffler) Options {
 	o := DefaultOptions()
-	if strings.HasPrefix(name, "fifo") {
-		// Every FIFO variant: a queued job without allocation on a type
-		// must not overtake the queue there.
+	if t.FIFO {
+		// A queued job without allocation on a type must not overtake the
+		// queue there.
 		o.SkipZeroPriority = true
 	}
-	if !policyIsTypeAware(name) {
+	if !t.TypeAware {
 		o.Shuffle = shuffle
 	}
 	return o
 }
 
-// policyIsTypeAware reports whether the reference keeps a fixed type order
-// for the policy: its class name contains "Perf" or "Packing" (the _perf
-// and _packed variants, gandiva's packing and AlloX).
-func policyIsTypeAware(name string) bool {
-	return strings.Contains(name, "_perf") || strings.Contains(name, "_packed") ||
-		name == "gandiva" || strings.HasPrefix(name, "allox")
+// ForPolicy is ForTraits for the registered policy of that name (see
+// policy.Names), for callers that hold only the name. An unknown name gets
+// the options of a heterogeneity-agnostic policy, the reference's default.
+func ForPolicy(name string, shuffle Shuffler) Options {
+	t, _ := policy.TraitsOf(name) // zero traits for an unknown name
+	return ForTraits(t, shuffle)
 }

@@ -194,22 +194,13 @@ func formatObjective(v float64) string {
 	return fmt.Sprintf("%.6g", v)
 }
 
-// objectiveUnit says what Allocation.Objective means for a policy family.
+// objectiveUnit says what Allocation.Objective means for the named policy.
 func objectiveUnit(name string) string {
-	switch {
-	case strings.HasPrefix(name, "finish_time_fairness"):
-		return "max finish-time fairness ρ"
-	case strings.HasPrefix(name, "min_total_duration"):
-		return "makespan, s"
-	case strings.HasPrefix(name, "max_sum_throughput_normalized_by_cost"):
-		return "steps per cost unit"
-	case strings.HasPrefix(name, "max_sum_throughput"), strings.HasPrefix(name, "fifo"):
-		return "total steps/s"
-	case strings.HasPrefix(name, "shortest_job_first"):
-		return "first completion, s"
-	default:
-		return "min normalized throughput"
+	t, err := policy.TraitsOf(name)
+	if err != nil {
+		return "objective"
 	}
+	return t.Objective.Unit()
 }
 
 // sampleProblem builds a small problem from the reference throughput table:

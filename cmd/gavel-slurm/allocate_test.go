@@ -179,3 +179,22 @@ func TestAllocateEmptyProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestObjectiveUnit(t *testing.T) {
+	cases := []struct{ policy, want string }{
+		{"max_min_fairness_perf", "min normalized throughput"},
+		{"gandiva", "min normalized throughput"},
+		{"finish_time_fairness_packed", "max finish-time fairness ρ"},
+		{"min_total_duration", "makespan, s"},
+		{"max_sum_throughput_normalized_by_cost_perf_SLOs", "steps per cost unit"},
+		{"max_sum_throughput_perf", "total steps/s"},
+		{"fifo", "total steps/s"},
+		{"shortest_job_first_perf", "first completion, s"},
+		{"no_such_policy", "objective"},
+	}
+	for _, c := range cases {
+		if got := objectiveUnit(c.policy); got != c.want {
+			t.Errorf("objectiveUnit(%q) = %q, want %q", c.policy, got, c.want)
+		}
+	}
+}

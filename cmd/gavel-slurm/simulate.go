@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,13 +11,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
-	"github.com/gavel-slurm/gavel-slurm/internal/sim/plot"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim/report"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/policy"
@@ -400,7 +398,7 @@ func runSingle(f *simFlags, table *throughputs.Table, stdout io.Writer) error {
 		return err
 	}
 	if f.jobsCSV != "" {
-		if err := simWriteJobsCSV(f.jobsCSV, res); err != nil {
+		if err := writeFile(f.jobsCSV, "jobs CSV", func(w io.Writer) error { return report.WriteJobs(w, res) }); err != nil {
 			return err
 		}
 	}
@@ -409,7 +407,7 @@ func runSingle(f *simFlags, table *throughputs.Table, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	simPrintResult(stdout, res)
+	report.WriteSummary(stdout, res)
 	return nil
 }
 
@@ -423,74 +421,25 @@ func simWriteTrace(path string, src sim.Source, unbounded bool) (sim.Source, err
 	for j, ok := src.Next(); ok; j, ok = src.Next() {
 		jobs = append(jobs, j)
 	}
-	file, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("write trace: %w", err)
-	}
-	if err := workload.WriteTrace(file, jobs); err != nil {
-		file.Close()
+	if err := writeFile(path, "write trace", func(w io.Writer) error { return workload.WriteTrace(w, jobs) }); err != nil {
 		return nil, err
-	}
-	if err := file.Close(); err != nil {
-		return nil, fmt.Errorf("write trace: %w", err)
 	}
 	return sim.Jobs(jobs).Source(), nil
 }
 
-func simPrintResult(w io.Writer, r *sim.Result) {
-	h := func(s float64) string { return fmt.Sprintf("%.2f h", s/3600) }
-	fmt.Fprintf(w, "policy            %s\n", r.Policy)
-	fmt.Fprintf(w, "jobs measured     %d (of %d admitted)\n", r.JobsMeasured, r.JobsAdmitted)
-	fmt.Fprintf(w, "JCT avg/p50/p95   %s / %s / %s\n", h(r.AvgJCT), h(r.P50JCT), h(r.P95JCT))
-	fmt.Fprintf(w, "makespan          %s\n", h(r.Makespan))
-	var util []string
-	for _, t := range append(append([]string(nil), r.Types...), "all") {
-		util = append(util, fmt.Sprintf("%s %.1f%%", t, 100*r.Utilization[t]))
-	}
-	fmt.Fprintf(w, "utilization       %s\n", strings.Join(util, ", "))
-	fmt.Fprintf(w, "FTF rho mean/p95  %.3f / %.3f (%.1f%% of jobs > 1)\n", r.FTF.Mean, r.FTF.P95, 100*r.FTF.AboveOne)
-	if r.Cost > 0 {
-		fmt.Fprintf(w, "cost              %.2f\n", r.Cost)
-	}
-	if r.SLOJobs > 0 {
-		fmt.Fprintf(w, "SLO violations    %d of %d\n", r.SLOViolations, r.SLOJobs)
-	}
-	fmt.Fprintf(w, "rounds            %d (%d allocations, %d preemptions, %d lease extensions)\n", r.Rounds, r.Allocations, r.Preemptions, r.LeaseExtensions)
-	fmt.Fprintf(w, "solver            %d LPs (largest %d rows x %d columns), at most %d jobs in the system\n",
-		r.LPs, r.LargestLP[0], r.LargestLP[1], r.PeakActive)
-	fmt.Fprintf(w, "wall time         %.2f s (solver %.2f s)\n", r.WallSeconds, r.SolverSeconds)
-}
-
-func simWriteJobsCSV(path string, r *sim.Result) (err error) {
+// writeFile creates path and fills it with write. what names the file in
+// errors; write wraps its own.
+func writeFile(path, what string, write func(io.Writer) error) (err error) {
 	file, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("jobs CSV: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer func() {
 		if cerr := file.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("jobs CSV: %w", cerr)
+			err = fmt.Errorf("%s: %w", what, cerr)
 		}
 	}()
-	w := csv.NewWriter(file)
-	header := []string{"id", "model", "scale_factor", "priority", "arrival_s", "start_s", "finish_s", "jct_s", "measured", "ftf_rho"}
-	for _, t := range r.Types {
-		header = append(header, "time_"+t+"_s")
-	}
-	w.Write(header)
-	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	for _, j := range r.Jobs {
-		row := []string{strconv.Itoa(j.ID), j.Model, strconv.Itoa(j.ScaleFactor), num(j.Priority), num(j.Arrival),
-			num(j.Start), num(j.Finish), num(j.JCT()), strconv.FormatBool(j.Measured), num(j.FTF)}
-		for _, s := range j.TimePerType {
-			row = append(row, num(s))
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return fmt.Errorf("jobs CSV: %w", err)
-	}
-	return nil
+	return write(file)
 }
 
 func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
@@ -528,11 +477,11 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 	// Results are written even when some runs failed, so a long sweep is
 	// not lost to one bad point; the failures are reported afterwards.
 	csvPath := filepath.Join(f.out, "sweep.csv")
-	if err := simWriteSweepCSV(csvPath, outcomes); err != nil {
+	if err := writeFile(csvPath, "sweep CSV", func(w io.Writer) error { return report.WriteSweep(w, outcomes) }); err != nil {
 		return err
 	}
 	svgPath := filepath.Join(f.out, "avg_jct.svg")
-	if err := simWriteSweepSVG(svgPath, f.sweepSubtitle(), f.policies, f.sweepRates, outcomes); err != nil {
+	if err := simWriteSweepSVG(svgPath, f.sweepSetup(), f.policies, f.sweepRates, outcomes); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s and %s\n", csvPath, svgPath)
@@ -548,117 +497,19 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 	return nil
 }
 
-func simWriteSweepCSV(path string, outcomes []sim.Outcome) (err error) {
-	file, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("sweep CSV: %w", err)
-	}
-	defer func() {
-		if cerr := file.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("sweep CSV: %w", cerr)
-		}
-	}()
-	w := csv.NewWriter(file)
-	w.Write([]string{"policy", "rate_jobs_per_h", "seed", "saturated", "avg_jct_h", "p50_jct_h", "p95_jct_h",
-		"makespan_h", "utilization", "jobs_measured", "ftf_rho_mean", "preemptions", "wall_s", "solver_s", "allocations", "lps", "peak_active", "error"})
-	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	for _, o := range outcomes {
-		row := []string{o.Policy, num(o.Rate), strconv.FormatInt(o.Seed, 10), strconv.FormatBool(o.Saturated())}
-		if r := o.Result; r != nil {
-			row = append(row, num(r.AvgJCT/3600), num(r.P50JCT/3600), num(r.P95JCT/3600), num(r.Makespan/3600),
-				num(r.Utilization["all"]), strconv.Itoa(r.JobsMeasured), num(r.FTF.Mean),
-				strconv.Itoa(r.Preemptions), num(r.WallSeconds), num(r.SolverSeconds),
-				strconv.Itoa(r.Allocations), strconv.Itoa(r.LPs), strconv.Itoa(r.PeakActive), "")
-		} else {
-			row = append(row, "", "", "", "", "", "", "", "", "", "", "", "", "", o.Err.Error())
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return fmt.Errorf("sweep CSV: %w", err)
-	}
-	return nil
-}
-
-// sweepSubtitle states the setup of a sweep's plot: cluster, workload,
-// measured jobs and seeds.
-func (f *simFlags) sweepSubtitle() string {
-	types := make([]string, 0, len(f.cluster))
-	for t := range f.cluster {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	counts := make([]string, len(types))
-	for i, t := range types {
-		counts[i] = fmt.Sprintf("%d %s", f.cluster[t], t)
-	}
-	work := "single-GPU"
-	if f.multiGPU {
-		work = "multi-GPU"
-	}
-	jobs := "all jobs"
-	if f.window[1] > 0 {
-		jobs = fmt.Sprintf("jobs %d-%d", f.window[0], f.window[1]-1)
-	}
-	seeds := make([]string, len(f.seeds))
-	for i, s := range f.seeds {
-		seeds[i] = strconv.FormatInt(s, 10)
-	}
-	return fmt.Sprintf("%s; %s; %s; mean over seeds %s", strings.Join(counts, ", "), work, jobs, strings.Join(seeds, ","))
+// sweepSetup describes the sweep's runs for its chart.
+func (f *simFlags) sweepSetup() report.Setup {
+	return report.Setup{Cluster: f.cluster, MultiGPU: f.multiGPU, Window: f.window, Seeds: f.seeds}
 }
 
 // simWriteSweepSVG plots the average JCT (hours, mean over seeds) against
-// the rate, one line per policy. A rate where any seed failed is a gap; one
-// where a seed saturated is also marked as such.
-func simWriteSweepSVG(path, subtitle string, policies []string, rates []float64, outcomes []sim.Outcome) error {
-	type key struct {
-		policy string
-		rate   float64
-	}
-	sum := map[key]float64{}
-	count := map[key]int{}
-	missing := map[key]bool{}
-	saturated := map[key]bool{}
-	for _, o := range outcomes {
-		k := key{o.Policy, o.Rate}
-		if o.Result == nil {
-			missing[k] = true
-			saturated[k] = saturated[k] || o.Saturated()
-			continue
+// the rate, one line per policy.
+func simWriteSweepSVG(path string, setup report.Setup, policies []string, rates []float64, outcomes []sim.Outcome) error {
+	chart := report.AvgJCTChart(setup.Subtitle(), policies, rates, outcomes)
+	return writeFile(path, "sweep plot", func(w io.Writer) error {
+		if err := chart.WriteSVG(w); err != nil {
+			return fmt.Errorf("sweep plot: %w", err)
 		}
-		sum[k] += o.Result.AvgJCT / 3600
-		count[k]++
-	}
-	chart := plot.Chart{Title: "Average JCT vs input rate", Subtitle: subtitle, XLabel: "input rate (jobs/hour)", YLabel: "average JCT (hours)"}
-	sorted := append([]float64(nil), rates...)
-	sort.Float64s(sorted)
-	for _, p := range policies {
-		s := plot.Series{Name: p}
-		for _, r := range sorted {
-			k := key{p, r}
-			y := math.NaN()
-			if count[k] > 0 && !missing[k] {
-				y = sum[k] / float64(count[k])
-			}
-			if saturated[k] {
-				s.Saturated = append(s.Saturated, r)
-			}
-			s.X = append(s.X, r)
-			s.Y = append(s.Y, y)
-		}
-		chart.Series = append(chart.Series, s)
-	}
-	file, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("sweep plot: %w", err)
-	}
-	if err := chart.WriteSVG(file); err != nil {
-		file.Close()
-		return fmt.Errorf("sweep plot: %w", err)
-	}
-	if err := file.Close(); err != nil {
-		return fmt.Errorf("sweep plot: %w", err)
-	}
-	return nil
+		return nil
+	})
 }

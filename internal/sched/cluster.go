@@ -56,7 +56,7 @@ func (c *Core) syncCluster(servers []rounds.Server, now float64) error {
 		return nil
 	}
 	if c.mech == nil {
-		opts := rounds.ForPolicy(c.set.Policy, c.shuffle)
+		opts := rounds.ForTraits(c.pol.Traits(), c.shuffle)
 		opts.Credit = c.set.Round.Seconds() / 2
 		opts.MinResetInterval = c.set.MinResetInterval.Seconds()
 		// A job that arrives between resets competes with priority 0

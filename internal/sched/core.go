@@ -161,6 +161,9 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
 	}
+	if err := policy.CheckDaemonSupport(set.Policy); err != nil {
+		return nil, fmt.Errorf("scheduler.policy: %w", err)
+	}
 	if set.Round <= 0 {
 		return nil, fmt.Errorf("scheduler.round: %s is not positive", set.Round)
 	}

@@ -239,3 +239,15 @@ func TestStepPreemptModes(t *testing.T) {
 		})
 	}
 }
+
+// The daemon cannot run job pairs yet: a packing policy is refused at
+// start-up instead of running unpacked without a word.
+func TestPackingPoliciesAreRefused(t *testing.T) {
+	set := settings()
+	set.Policy = "max_min_fairness_packed"
+	table, _ := throughputs.Reference()
+	_, err := NewCore(set, TableEstimator{Table: table})
+	if err == nil || !strings.Contains(err.Error(), "pairs") {
+		t.Errorf("packing policy accepted: %v", err)
+	}
+}

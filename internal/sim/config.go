@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
@@ -116,12 +115,6 @@ func (s *sliceSource) Next() (workload.Job, bool) {
 
 // Source returns a fresh Source over the jobs.
 func (j Jobs) Source() Source { return &sliceSource{jobs: j} }
-
-// packs reports whether the policy co-locates jobs, so the simulator must
-// offer it candidate pairs: the *_packed policies and gandiva.
-func packs(name string) bool {
-	return name == "gandiva" || strings.Contains(name, "packed")
-}
 
 // validate checks the configuration and returns the sorted GPU types.
 func (c *Config) validate() ([]string, error) {

@@ -10,17 +10,21 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
-// fixedRows is a packing policy (its name contains "packed", so the
-// simulator offers pairs) that gives every job of the problem a zero row
-// and adds the same extra rows to every allocation, each with fraction 1
-// on every type. It reports two LPs of 3 rows and 4 columns per call.
+// fixedRows is a packing policy (its traits say so, so the simulator
+// offers pairs) that gives every job of the problem a zero row and adds the
+// same extra rows to every allocation, each with fraction 1 on every type.
+// It reports two LPs of 3 rows and 4 columns per call.
 type fixedRows struct{ rows [][]string }
 
-func (fixedRows) Name() string { return "fixed_rows_packed" }
+func (fixedRows) Name() string { return "fixed_rows" }
+
+func (fixedRows) Traits() policy.Traits {
+	return policy.Traits{TypeAware: true, Packs: true, Objective: policy.ObjectiveMinNormalizedThroughput}
+}
 
 func (f fixedRows) Allocate(p *policy.Problem) (*policy.Allocation, error) {
 	types := p.Types()
-	a := &policy.Allocation{Policy: "fixed_rows_packed", Types: types, Stats: policy.Stats{LPs: 2, Rows: 3, Columns: 4}}
+	a := &policy.Allocation{Policy: "fixed_rows", Types: types, Stats: policy.Stats{LPs: 2, Rows: 3, Columns: 4}}
 	for _, j := range p.Jobs {
 		a.Rows = append(a.Rows, policy.Row{Jobs: []string{j.ID}, Fractions: make([]float64, len(types))})
 	}

@@ -103,8 +103,10 @@ func Run(cfg Config, src Source) (*Result, error) {
 		}
 	}
 	name := s.pol.Name()
-	s.packing = packs(name)
-	opts := rounds.ForPolicy(name, workload.NewRand(cfg.Seed+5))
+	traits := s.pol.Traits()
+	// A packing policy needs candidate pairs in every problem.
+	s.packing = traits.Packs
+	opts := rounds.ForTraits(traits, workload.NewRand(cfg.Seed+5))
 	// The reference credits every job half a round of service at each reset.
 	opts.Credit = cfg.RoundSeconds / 2
 	opts.MinResetInterval = cfg.MinResetInterval

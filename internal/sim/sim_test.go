@@ -13,11 +13,15 @@ import (
 )
 
 // equalShare is a hand-checkable policy: every job gets the same fraction
-// of the cluster, spread over the types in proportion to their sizes (its
-// name ends in _perf so the mechanism keeps a fixed type order).
+// of the cluster, spread over the types in proportion to their sizes (it
+// is type-aware so the mechanism keeps a fixed type order).
 type equalShare struct{}
 
-func (equalShare) Name() string { return "equal_share_perf" }
+func (equalShare) Name() string { return "equal_share" }
+
+func (equalShare) Traits() policy.Traits {
+	return policy.Traits{TypeAware: true, Objective: policy.ObjectiveMinNormalizedThroughput}
+}
 
 func (equalShare) Allocate(p *policy.Problem) (*policy.Allocation, error) {
 	types := p.Types()
@@ -26,7 +30,7 @@ func (equalShare) Allocate(p *policy.Problem) (*policy.Allocation, error) {
 		total += p.GPUs[t]
 	}
 	share := math.Min(1, float64(total)/float64(len(p.Jobs)))
-	a := &policy.Allocation{Policy: "equal_share_perf", Types: types}
+	a := &policy.Allocation{Policy: "equal_share", Types: types}
 	for _, j := range p.Jobs {
 		row := policy.Row{Jobs: []string{j.ID}, Fractions: make([]float64, len(types))}
 		for i, t := range types {
