@@ -43,6 +43,7 @@ type simFlags struct {
 	multiGPU, multiPriority        bool
 	window                         [2]int
 	round, overhead, resetInterval time.Duration
+	minRunTime                     time.Duration
 	maxActive                      int
 	asJSON                         bool
 	jobsCSV, writeTrace            string
@@ -140,6 +141,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	window := fs.String("window", "", "measure jobs FIRST:END (ids, END exclusive); the run lasts until they finish")
 	round := fs.Duration("round", 360*time.Second, "round length")
 	overhead := fs.Duration("preemption-overhead", 0, "time lost each time a job restarts after having run")
+	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")
 	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
@@ -162,7 +164,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	f := &simFlags{
 		policy: *pol, throughputsFile: *tput, trace: *trace, generate: *generate,
 		rate: *rate, jobs: *jobs, seed: *seed, multiGPU: *multiGPU, multiPriority: *multiPriority,
-		round: *round, overhead: *overhead, resetInterval: *reset, maxActive: *maxActive,
+		round: *round, overhead: *overhead, resetInterval: *reset, maxActive: *maxActive, minRunTime: *minRun,
 		asJSON: *asJSON, jobsCSV: *jobsCSV, writeTrace: *writeTrace, out: *out, parallel: *parallel,
 		cpuProfile: *cpuProfile,
 	}
@@ -189,6 +191,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--round %v: must be positive", *round)
 	case *overhead < 0 || *overhead >= *round:
 		return nil, fmt.Errorf("--preemption-overhead %v: must be >= 0 and shorter than --round", *overhead)
+	case *minRun < 0:
+		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
 		return nil, fmt.Errorf("--min-reset-interval %v: must be >= 0", *reset)
 	case f.jobs < 0:
@@ -362,7 +366,7 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 	return sim.Config{
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, PolicyName: policyName, Table: table,
 		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(),
-		PreemptionOverhead: f.overhead.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
+		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now,
 	}
 }
