@@ -15,8 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim/report"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim/stepsim"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/policy"
@@ -44,16 +47,22 @@ type simFlags struct {
 	window                         [2]int
 	round, overhead, resetInterval time.Duration
 	minRunTime                     time.Duration
-	maxActive                      int
-	asJSON                         bool
-	jobsCSV, writeTrace            string
-	sweepRates                     []float64
-	policies                       []string
-	seeds                          []int64
-	out                            string
-	parallel                       int
-	cpuProfile                     string
-	plotCSV                        []string
+	// daemonStep runs the daemon's scheduling step against a simulated
+	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
+	daemonStep          bool
+	grace               time.Duration
+	preemptMode         bridge.PreemptMode
+	script              fake.SignalResponse
+	maxActive           int
+	asJSON              bool
+	jobsCSV, writeTrace string
+	sweepRates          []float64
+	policies            []string
+	seeds               []int64
+	out                 string
+	parallel            int
+	cpuProfile          string
+	plotCSV             []string
 }
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
@@ -142,6 +151,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	round := fs.Duration("round", 360*time.Second, "round length")
 	overhead := fs.Duration("preemption-overhead", 0, "time lost each time a job restarts after having run")
 	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")
+	daemonStep := fs.Bool("daemon-step", false, "run the daemon's scheduling step against a simulated Slurm: grace periods, holds, Slurm's own starts between rounds")
+	grace := fs.Duration("grace", 60*time.Second, "with --daemon-step: grace period between the warning signal and the requeue")
+	preemptMode := fs.String("preempt-mode", "checkpoint", "with --daemon-step: every job's preemption mode (checkpoint, requeue, never)")
+	script := fs.String("script", "wait", "with --daemon-step: what checkpointing scripts do after saving: wait (for the requeue) or exit")
 	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
@@ -169,6 +182,13 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		cpuProfile: *cpuProfile,
 	}
 	var err error
+	f.daemonStep, f.grace = *daemonStep, *grace
+	if f.preemptMode, err = bridge.ParsePreemptMode(*preemptMode); err != nil {
+		return nil, fmt.Errorf("--preempt-mode: %w", err)
+	}
+	if *script == "exit" {
+		f.script = fake.SignalExitsOK
+	}
 	if f.cluster, err = simParseCounts("--cluster", *cluster); err != nil {
 		return nil, err
 	}
@@ -191,6 +211,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--round %v: must be positive", *round)
 	case *overhead < 0 || *overhead >= *round:
 		return nil, fmt.Errorf("--preemption-overhead %v: must be >= 0 and shorter than --round", *overhead)
+	case *grace < 0:
+		return nil, fmt.Errorf("--grace %v: must be >= 0", *grace)
+	case *script != "wait" && *script != "exit":
+		return nil, fmt.Errorf("--script %q: must be wait or exit", *script)
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -371,6 +395,25 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 	}
 }
 
+// run runs one simulation: the round mechanism, or with --daemon-step the
+// daemon's scheduling step against a simulated Slurm.
+func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, src sim.Source) (*sim.Result, error) {
+	if !f.daemonStep {
+		return sim.Run(f.simConfig(table, policyName, seed), src)
+	}
+	start := time.Now()
+	res, err := stepsim.Run(stepsim.Config{
+		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
+		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
+		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
+		MaxActive: f.maxActive,
+	}, src)
+	if res != nil {
+		res.WallSeconds = time.Since(start).Seconds()
+	}
+	return res, err
+}
+
 // source returns the run's workload.
 func (f *simFlags) source(table *throughputs.Table, rate float64, seed int64) (sim.Source, error) {
 	if f.trace != "" {
@@ -397,7 +440,7 @@ func runSingle(f *simFlags, table *throughputs.Table, stdout io.Writer) error {
 			return err
 		}
 	}
-	res, err := sim.Run(f.simConfig(table, f.policy, f.seed), src)
+	res, err := f.run(table, f.policy, f.seed, src)
 	if err != nil {
 		return err
 	}
@@ -476,7 +519,7 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		return sim.Run(f.simConfig(table, p.Policy, p.Seed), src)
+		return f.run(table, p.Policy, p.Seed, src)
 	}, progress)
 	// Results are written even when some runs failed, so a long sweep is
 	// not lost to one bad point; the failures are reported afterwards.

@@ -75,6 +75,9 @@ type ledger struct {
 	// sets the requeue's start delay only once the job has stopped (after
 	// its KillWait), which can undo the begin-now sent with the requeue.
 	recheckAt time.Time
+	// recheckRestarts is the restart count before that requeue: a higher
+	// count on a running job means it already started again.
+	recheckRestarts int
 }
 
 // ended reports whether Slurm shows the job finished in a way a grace
@@ -205,7 +208,7 @@ func (c *Core) targetOf(js *jobState) string {
 func (c *Core) requeue(js *jobState, j bridge.Job, now time.Time) []Action {
 	target := c.targetOf(js)
 	js.pre.phase, js.pre.sentRound = requeued, c.round
-	js.recheckAt = now.Add(requeueRecheck)
+	js.recheckAt, js.recheckRestarts = now.Add(requeueRecheck), j.Restarts
 	out := []Action{{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts}}
 	if target == "" {
 		return append(out, Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts})

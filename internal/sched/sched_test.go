@@ -39,6 +39,8 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 			job:         bridge.Job{State: bridge.JobRunning},
 			wantRecheck: 2 * time.Second,
 		},
+		// Requeued and started again: nothing left to watch.
+		"running again": {job: bridge.Job{State: bridge.JobRunning, Restarts: 1}},
 		"completing": {
 			job:         bridge.Job{State: bridge.JobPending, StateFlags: []string{"COMPLETING"}, Reason: "BeginTime"},
 			wantRecheck: 2 * time.Second,

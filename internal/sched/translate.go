@@ -116,8 +116,8 @@ const requeueRecheck = 7 * time.Second
 func (c *Core) recheck(j bridge.Job, js *jobState, now time.Time) []Action {
 	js.recheckAt = time.Time{}
 	switch {
-	case !j.Active():
-		return nil
+	case !j.Active(), isRunning(j) && j.Restarts > js.recheckRestarts:
+		return nil // finished, or started again already
 	case j.State != bridge.JobPending || slices.Contains(j.StateFlags, "COMPLETING"):
 		js.recheckAt = now.Add(2 * time.Second)
 		return nil
@@ -160,9 +160,28 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 }
 
 // NextGraceEnd is when the daemon must look at preempted jobs next (a
-// grace period ends, a requeued job is due a recheck, or, while a grace
-// period runs, the next poll after now); zero when nothing is due.
+// grace period ends, a requeued job is due a recheck, or, while a
+// preemption is in progress, the next poll after now); zero when nothing
+// is due.
 func (c *Core) NextGraceEnd(now time.Time) time.Time {
+	next := c.NextDeadline()
+	for _, id := range c.order {
+		if c.jobs[id].pre.phase != notPreempted {
+			if poll := now.Add(gracePoll); next.IsZero() || poll.Before(next) {
+				next = poll
+			}
+			break
+		}
+	}
+	return next
+}
+
+// NextDeadline is the earliest time-driven change among preempted jobs:
+// a grace period that ends or a requeued job due a recheck; zero when
+// none. Unlike NextGraceEnd it leaves out the polls that catch what jobs
+// do by themselves, for callers that know when Slurm changes (the
+// simulator).
+func (c *Core) NextDeadline() time.Time {
 	var next time.Time
 	earlier := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
@@ -172,12 +191,8 @@ func (c *Core) NextGraceEnd(now time.Time) time.Time {
 	for _, id := range c.order {
 		js := c.jobs[id]
 		earlier(js.recheckAt)
-		switch js.pre.phase {
-		case inGrace:
+		if js.pre.phase == inGrace {
 			earlier(js.pre.start.Add(c.graceOf(js)))
-			earlier(now.Add(gracePoll))
-		case requeued:
-			earlier(now.Add(gracePoll))
 		}
 	}
 	return next

@@ -1,0 +1,555 @@
+// Package stepsim replays a workload through the daemon's own scheduling
+// step (internal/sched) against a simulated Slurm, on a virtual clock.
+//
+// The round mechanism simulator (internal/sim) runs the policy and the
+// rounds as the paper does: a job stops and starts exactly at round
+// boundaries. The daemon does more, and each part costs time on a real
+// cluster: Slurm starts a newly submitted job wherever GPUs are free
+// before any round has seen it; a preempted job gets a warning signal and
+// a grace period during which its GPUs do no useful work; a requeued job
+// waits for Slurm to start it again and loses a restart's worth of time;
+// jobs that cannot be preempted stay where they are, and no job is
+// stopped before its minimum run time. This package measures those costs
+// by driving sched.Core exactly as the daemon does (a round every Round,
+// the checks between rounds when a grace period ends) against
+// bridge/fake's Slurm, with a small slurmctld that starts eligible jobs in
+// priority order on nodes of the type their constraint names.
+package stepsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+)
+
+// Config describes one run.
+type Config struct {
+	// GPUs per type, and GPUs per server of each type (default 4).
+	GPUs          map[string]int
+	GPUsPerServer map[string]int
+	Policy        string
+	Table         *throughputs.Table
+	Seed          int64
+	// Round and MinResetInterval as the daemon's configuration has them.
+	Round, MinResetInterval time.Duration
+	// Preempt is every job's preemption mode; Grace the grace period of
+	// checkpoint jobs; Script what their scripts do with the signal
+	// (fake.SignalTrapAndWait keeps the GPUs until the requeue,
+	// fake.SignalExitsOK frees them at once).
+	Preempt bridge.PreemptMode
+	Grace   time.Duration
+	Script  fake.SignalResponse
+	// MinRunTime is the daemon's scheduler.min_run_time.
+	MinRunTime time.Duration
+	// RestartOverhead is the time a job makes no progress after each
+	// start that follows a preemption (loading its checkpoint).
+	RestartOverhead time.Duration
+	// FirstMeasured and EndMeasured select the measured jobs by index, as
+	// in sim.Config; the run lasts until they finish.
+	FirstMeasured, EndMeasured int
+	// MaxActive stops the run with sim.ErrSaturated beyond this many jobs
+	// in the system (0: no limit).
+	MaxActive int
+	// MaxTime stops the run with an error once this much simulated time
+	// has passed (0: ten years).
+	MaxTime time.Duration
+}
+
+// epoch is the virtual clock's zero.
+var epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// minJobAge is how long Slurm keeps a finished job's record.
+const minJobAge = 300 * time.Second
+
+// requeueDelay is how long Slurm keeps a requeued job ineligible unless
+// the daemon makes it eligible at once.
+const requeueDelay = 120 * time.Second
+
+// job is one workload job in the simulated Slurm.
+type job struct {
+	index    int
+	spec     workload.Job
+	id       bridge.JobID
+	rates    map[string]float64
+	measured bool
+	// remaining is the steps left as of progressAt; saved is the steps
+	// left at the last checkpoint.
+	remaining, saved float64
+	progressAt       time.Time
+	// runType is the type it runs on, "" when it is not making progress;
+	// busyUntil the end of its restart overhead.
+	runType   string
+	busyUntil time.Time
+	// restarts counts the starts after the first.
+	restarts      int
+	everRan       bool
+	requeuedAt    time.Time
+	start, finish time.Time
+	perType       map[string]float64
+}
+
+type run struct {
+	cfg    Config
+	now    time.Time
+	slurm  *fake.Slurm
+	core   *sched.Core
+	types  []string
+	jobs   map[bridge.JobID]*job
+	order  []*job
+	active int
+	res    *sim.Result
+	// forget are finished jobs to remove from Slurm, with when.
+	forget []forgetAt
+	// signals counts the grace signals and requeues the daemon sent.
+	signals, requeues int
+	// pollAt is the daemon's next check after signals went out.
+	pollAt time.Time
+	// dirty is set when something changed that may let slurmctld start
+	// a job (an arrival, a completion, an action).
+	dirty bool
+}
+
+type forgetAt struct {
+	id bridge.JobID
+	at time.Time
+}
+
+// Run replays src through the daemon's scheduling step.
+func Run(cfg Config, src sim.Source) (*sim.Result, error) {
+	r, err := newRun(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.loop(src); err != nil {
+		return r.result(), err
+	}
+	return r.result(), nil
+}
+
+func newRun(cfg Config) (*run, error) {
+	if cfg.Table == nil || len(cfg.GPUs) == 0 || cfg.Round <= 0 {
+		return nil, errors.New("stepsim: a throughput table, GPUs and a positive round are required")
+	}
+	if cfg.MaxTime <= 0 {
+		cfg.MaxTime = 10 * 365 * 24 * time.Hour
+	}
+	r := &run{cfg: cfg, now: epoch, jobs: map[bridge.JobID]*job{}, res: &sim.Result{Policy: cfg.Policy}}
+	r.slurm = fake.New(func() time.Time { return r.now })
+	for _, t := range sortedKeys(cfg.GPUs) {
+		per := cfg.GPUsPerServer[t]
+		if per <= 0 {
+			per = 4
+		}
+		for i, left := 0, cfg.GPUs[t]; left > 0; i++ {
+			g := min(per, left)
+			r.slurm.AddNode(bridge.Node{Name: fmt.Sprintf("%s-%03d", t, i), GPUType: t, GPUs: g,
+				Partitions: []string{"gpu"}, Features: []string{t}})
+			left -= g
+		}
+		r.types = append(r.types, t)
+	}
+	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round,
+		MinResetInterval: cfg.MinResetInterval, DefaultGrace: cfg.Grace, GraceSignal: "USR1",
+		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, Seed: cfg.Seed}
+	core, err := sched.NewCore(set, sched.TableEstimator{Table: cfg.Table})
+	if err != nil {
+		return nil, err
+	}
+	r.core = core
+	r.res.Types = r.types
+	return r, nil
+}
+
+// loop runs events in time order until every measured job finished.
+func (r *run) loop(src sim.Source) error {
+	next, more := src.Next()
+	index := 0
+	nextRound := epoch
+	for {
+		if !more && r.active == 0 {
+			return nil
+		}
+		if r.measuredDone(index, more) {
+			return nil
+		}
+		t := nextRound
+		if more {
+			t = earliest(t, epoch.Add(seconds(next.Arrival)))
+		}
+		// The simulated Slurm changes only at events: between them a
+		// check finds something new only at a deadline, or once after
+		// signals (what the scripts did with them).
+		t = earliest(t, r.core.NextDeadline())
+		t = earliest(t, r.pollAt)
+		t = earliest(t, r.nextCompletion())
+		if t.Sub(epoch) > r.cfg.MaxTime {
+			return fmt.Errorf("stepsim: simulated time passed %v with %d jobs still active", r.cfg.MaxTime, r.active)
+		}
+		r.advance(t)
+		for more && !epoch.Add(seconds(next.Arrival)).After(r.now) {
+			r.submit(index, next)
+			index++
+			next, more = src.Next()
+		}
+		if r.cfg.MaxActive > 0 && r.active > r.cfg.MaxActive {
+			return sim.ErrSaturated
+		}
+		if !r.now.Before(nextRound) {
+			if err := r.round(); err != nil {
+				return err
+			}
+			nextRound = r.now.Add(r.cfg.Round)
+		} else if due(r.core.NextDeadline(), r.now) || due(r.pollAt, r.now) {
+			if err := r.graces(); err != nil {
+				return err
+			}
+		}
+		if !r.now.Before(r.pollAt) {
+			r.pollAt = time.Time{}
+		}
+		r.forgetFinished()
+		if r.dirty {
+			r.slurmctld()
+			r.dirty = false
+		}
+	}
+}
+
+func (r *run) measuredDone(submitted int, more bool) bool {
+	if r.cfg.EndMeasured <= 0 || submitted < r.cfg.EndMeasured {
+		return false
+	}
+	for _, j := range r.order {
+		if j.measured && j.finish.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// due reports whether deadline t (zero: none) has come at now.
+func due(t, now time.Time) bool { return !t.IsZero() && !now.Before(t) }
+
+func earliest(a, b time.Time) time.Time {
+	if b.IsZero() || (!a.IsZero() && a.Before(b)) {
+		return a
+	}
+	return b
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// submit hands workload job i to Slurm with its tag.
+func (r *run) submit(i int, w workload.Job) {
+	rates := map[string]float64{}
+	if all, ok := r.cfg.Table.IsolatedRates(w.Model, w.ScaleFactor); ok {
+		for k, t := range r.cfg.Table.Types() {
+			rates[t] = all[k]
+		}
+	}
+	comment := fmt.Sprintf("gavel: model=%q steps=%d weight=%g", w.Model, int64(math.Ceil(w.TotalSteps)), max(w.Priority, 1))
+	id := r.slurm.Submit(bridge.Job{User: "sim", Partition: "gpu", GPUs: w.ScaleFactor, Comment: comment})
+	r.slurm.OnSignal(id, r.cfg.Script)
+	j := &job{index: i, spec: w, id: id, rates: rates, remaining: w.TotalSteps, saved: w.TotalSteps,
+		progressAt: r.now, perType: map[string]float64{},
+		measured: r.cfg.EndMeasured <= 0 || (i >= r.cfg.FirstMeasured && i < r.cfg.EndMeasured)}
+	r.jobs[id] = j
+	r.order = append(r.order, j)
+	r.dirty = true
+	r.active++
+	r.res.JobsAdmitted++
+	r.res.PeakActive = max(r.res.PeakActive, r.active)
+}
+
+// nextCompletion is when the first running job finishes its steps.
+func (r *run) nextCompletion() time.Time {
+	var next time.Time
+	for _, j := range r.order {
+		if j.runType == "" || !j.finish.IsZero() {
+			continue
+		}
+		from := r.now
+		if j.busyUntil.After(from) {
+			from = j.busyUntil
+		}
+		rate := j.rates[j.runType]
+		if rate <= 0 {
+			continue
+		}
+		next = earliest(next, from.Add(seconds(j.remaining/rate)+time.Millisecond))
+	}
+	return next
+}
+
+// advance moves the clock to t, crediting progress to running jobs and
+// finishing those whose steps are done.
+func (r *run) advance(t time.Time) {
+	for _, j := range r.order {
+		if j.runType == "" || !j.finish.IsZero() {
+			continue
+		}
+		from := j.progressAt
+		if j.busyUntil.After(from) {
+			from = j.busyUntil
+		}
+		j.perType[j.runType] += t.Sub(j.progressAt).Seconds()
+		if t.After(from) {
+			j.remaining -= j.rates[j.runType] * t.Sub(from).Seconds()
+		}
+		j.progressAt = t
+		if j.remaining <= 1e-9 {
+			r.complete(j, t)
+		}
+	}
+	r.now = t
+}
+
+func (r *run) complete(j *job, t time.Time) {
+	j.remaining, j.finish, j.runType = 0, t, ""
+	_ = r.slurm.Finish(j.id, bridge.JobCompleted)
+	r.forget = append(r.forget, forgetAt{j.id, t.Add(minJobAge)})
+	r.dirty = true
+	r.active--
+}
+
+func (r *run) forgetFinished() {
+	kept := r.forget[:0]
+	for _, f := range r.forget {
+		if r.now.Before(f.at) {
+			kept = append(kept, f)
+			continue
+		}
+		r.slurm.Remove(f.id)
+	}
+	r.forget = kept
+}
+
+// round is one daemon round: read Slurm (again when managed jobs
+// vanished, as the daemon does), step, apply.
+func (r *run) round() error {
+	snap, err := r.slurm.Snapshot(context.Background())
+	if err != nil {
+		return err
+	}
+	if _, cause := r.core.Check(snap); cause == "jobs_vanished" {
+		snap, _ = r.slurm.Snapshot(context.Background())
+	}
+	res := r.core.Step(snap, r.now, r.core.Solve)
+	r.res.Rounds++
+	if res.Solved {
+		r.res.Allocations++
+	}
+	if res.Skipped != "" && res.SkipCause != "no_nodes" {
+		return fmt.Errorf("stepsim: round %d skipped: %s", res.Round, res.Skipped)
+	}
+	r.apply(res.Actions)
+	return nil
+}
+
+// graces is the daemon's check between rounds.
+func (r *run) graces() error {
+	snap, err := r.slurm.Snapshot(context.Background())
+	if err != nil {
+		return err
+	}
+	r.apply(r.core.Graces(snap, r.now))
+	return nil
+}
+
+// apply carries out the daemon's actions in the simulated Slurm and
+// follows what they do to the jobs' progress.
+func (r *run) apply(actions []sched.Action) {
+	r.dirty = r.dirty || len(actions) > 0
+	for _, a := range actions {
+		j := r.jobs[a.Job]
+		if j == nil {
+			continue
+		}
+		switch a.Kind {
+		case bridge.ActSignal:
+			r.signals++
+			r.pollAt = r.now.Add(5 * time.Second)
+			// The script saves a checkpoint now; whatever it does after
+			// (waiting for the requeue, exiting) adds no progress.
+			j.saved = j.remaining
+			j.runType = ""
+		case bridge.ActRequeue, bridge.ActRequeueHold:
+			r.requeues++
+			if j.runType != "" && r.cfg.Preempt != bridge.PreemptCheckpoint {
+				j.saved = j.spec.TotalSteps // restarts from scratch
+			}
+			j.runType = ""
+			j.requeuedAt = r.now
+		}
+		if err := r.slurm.Apply(context.Background(), a.Action); err == nil && (a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold) {
+			j.remaining = j.saved
+		}
+	}
+}
+
+// slurmctld starts the eligible pending jobs, highest priority first, on
+// the nodes of the type their constraint names (any type when it names
+// none), filling the fullest node that fits first.
+func (r *run) slurmctld() {
+	snap, err := r.slurm.Snapshot(context.Background())
+	if err != nil {
+		return
+	}
+	isType := func(s string) bool { return slices.Contains(r.types, s) }
+	free := map[string]int{}
+	for _, n := range snap.Nodes {
+		free[n.Name] = n.GPUs - n.GPUsUsed
+	}
+	var queue []bridge.Job
+	for _, sj := range snap.Jobs {
+		j := r.jobs[sj.ID]
+		if sj.State != bridge.JobPending || sj.Held || j == nil || !j.finish.IsZero() {
+			continue
+		}
+		if sj.Reason == "BeginTime" && r.now.Sub(j.requeuedAt) < requeueDelay {
+			continue
+		}
+		queue = append(queue, sj)
+	}
+	sort.SliceStable(queue, func(a, b int) bool { return queue[a].Priority > queue[b].Priority })
+	for _, sj := range queue {
+		want := sched.ConstraintType(sj.Constraints, isType)
+		nodes := place(snap.Nodes, free, want, sj.GPUs)
+		if nodes == nil || r.slurm.Start(sj.ID, nodes...) != nil {
+			continue
+		}
+		r.started(r.jobs[sj.ID], snap.Nodes, nodes[0])
+	}
+}
+
+func (r *run) started(j *job, nodes []bridge.Node, first string) {
+	for _, n := range nodes {
+		if n.Name == first {
+			j.runType = n.GPUType
+		}
+	}
+	j.progressAt = r.now
+	j.busyUntil = r.now
+	if j.everRan {
+		j.restarts++
+		j.busyUntil = r.now.Add(r.cfg.RestartOverhead)
+	} else {
+		j.everRan, j.start = true, r.now
+	}
+}
+
+// place picks nodes of type want ("" any) for a job of gpus GPUs: one node
+// with room, the fullest first; else several, each giving the same share.
+func place(nodes []bridge.Node, free map[string]int, want string, gpus int) []string {
+	var fits []bridge.Node
+	for _, n := range nodes {
+		if (want == "" || n.GPUType == want) && free[n.Name] > 0 {
+			fits = append(fits, n)
+		}
+	}
+	sort.SliceStable(fits, func(a, b int) bool { return free[fits[a].Name] < free[fits[b].Name] })
+	for _, n := range fits {
+		if free[n.Name] >= gpus {
+			free[n.Name] -= gpus
+			return []string{n.Name}
+		}
+	}
+	// Spread over nodes of one type, an equal share on each.
+	for _, per := range []int{4, 2, 1} {
+		if gpus%per != 0 || per >= gpus {
+			continue
+		}
+		byType := map[string][]string{}
+		for _, n := range fits {
+			if free[n.Name] >= per {
+				byType[n.GPUType] = append(byType[n.GPUType], n.Name)
+			}
+		}
+		for _, t := range sortedKeys(byType) {
+			if names := byType[t]; len(names) >= gpus/per {
+				names = names[:gpus/per]
+				for _, name := range names {
+					free[name] -= per
+				}
+				return names
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// result fills the measurements of the run.
+func (r *run) result() *sim.Result {
+	res := r.res
+	res.Makespan = r.now.Sub(epoch).Seconds()
+	res.Preemptions = r.signals
+	if r.cfg.Preempt != bridge.PreemptCheckpoint {
+		res.Preemptions = r.requeues
+	}
+	var jcts []float64
+	busy := map[string]float64{}
+	for _, j := range r.order {
+		for t, secs := range j.perType {
+			busy[t] += secs * float64(j.spec.ScaleFactor)
+		}
+		rec := sim.JobRecord{ID: j.index, Model: j.spec.Model, ScaleFactor: j.spec.ScaleFactor, Priority: j.spec.Priority,
+			Arrival: j.spec.Arrival, Start: -1, Finish: -1, Measured: j.measured}
+		if j.everRan {
+			rec.Start = j.start.Sub(epoch).Seconds()
+		}
+		for _, t := range r.types {
+			rec.TimePerType = append(rec.TimePerType, j.perType[t])
+		}
+		if !j.finish.IsZero() {
+			rec.Finish = j.finish.Sub(epoch).Seconds()
+			if j.measured {
+				jcts = append(jcts, rec.Finish-rec.Arrival)
+			}
+		}
+		res.Jobs = append(res.Jobs, rec)
+	}
+	res.Utilization = map[string]float64{}
+	total, all := 0.0, 0.0
+	for _, t := range r.types {
+		if capacity := float64(r.cfg.GPUs[t]) * res.Makespan; capacity > 0 {
+			res.Utilization[t] = busy[t] / capacity
+			total += capacity
+			all += busy[t]
+		}
+	}
+	if total > 0 {
+		res.Utilization["all"] = all / total
+	}
+	res.JobsMeasured = len(jcts)
+	if len(jcts) > 0 {
+		sort.Float64s(jcts)
+		sum := 0.0
+		for _, v := range jcts {
+			sum += v
+		}
+		res.AvgJCT = sum / float64(len(jcts))
+		res.P50JCT = jcts[len(jcts)/2]
+		res.P95JCT = jcts[min(len(jcts)-1, int(math.Ceil(0.95*float64(len(jcts))))-1)]
+	}
+	return res
+}

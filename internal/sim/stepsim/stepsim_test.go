@@ -1,0 +1,127 @@
+package stepsim
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+)
+
+func toyTable(t *testing.T) *throughputs.Table {
+	t.Helper()
+	table, err := throughputs.Parse([]byte(`{
+		"v100": {"('one', 1)": {"null": 1}, "('two', 1)": {"null": 2}},
+		"k80":  {"('one', 1)": {"null": 0.25}, "('two', 1)": {"null": 1.5}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+func config(t *testing.T, gpus map[string]int) Config {
+	return Config{GPUs: gpus, GPUsPerServer: map[string]int{"v100": 1, "k80": 1}, Policy: "max_min_fairness_perf",
+		Table: toyTable(t), Round: 360 * time.Second, MinResetInterval: 1920 * time.Second,
+		Preempt: bridge.PreemptCheckpoint, Grace: 60 * time.Second}
+}
+
+func wjob(model string, steps, arrival float64) workload.Job {
+	return workload.Job{Model: model, ScaleFactor: 1, TotalSteps: steps, Priority: 1, Arrival: arrival}
+}
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+// A job alone on a v100 runs from its arrival to its last step.
+func TestOneJobAlone(t *testing.T) {
+	res, err := Run(config(t, map[string]int{"v100": 1}), sim.Jobs{wjob("one", 1000, 0)}.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobsMeasured != 1 || !near(res.AvgJCT, 1000, 0.01) || res.Preemptions != 0 {
+		t.Errorf("JCT %v over %d jobs with %d preemptions; want 1000 s, no preemption", res.AvgJCT, res.JobsMeasured, res.Preemptions)
+	}
+}
+
+// Two jobs time-share one GPU: each preemption costs the grace period
+// (the GPU holds a job that only waits for its requeue), so the daemon's
+// JCTs exceed the round mechanism's, and grow with the grace period. No
+// job is lost, whatever its script does with the signal.
+func TestGracePeriodsCostTime(t *testing.T) {
+	jobs := sim.Jobs{wjob("one", 2000, 0), wjob("one", 2000, 0)}
+	pure, err := sim.Run(sim.Config{GPUs: map[string]int{"v100": 1}, PolicyName: "max_min_fairness_perf", Table: toyTable(t),
+		RoundSeconds: 360, MinResetInterval: 1920}, jobs.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last float64
+	for _, grace := range []time.Duration{0, 30 * time.Second, 90 * time.Second} {
+		cfg := config(t, map[string]int{"v100": 1})
+		cfg.Grace = grace
+		res, err := Run(cfg, jobs.Source())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("grace %v: avg JCT %.0f s, %d preemptions (round mechanism alone: %.0f s, %d)", grace, res.AvgJCT, res.Preemptions, pure.AvgJCT, pure.Preemptions)
+		if res.JobsMeasured != 2 || res.Preemptions == 0 {
+			t.Fatalf("grace %v: %d jobs finished, %d preemptions", grace, res.JobsMeasured, res.Preemptions)
+		}
+		if res.AvgJCT < pure.AvgJCT-1 || res.AvgJCT <= last {
+			t.Errorf("grace %v: avg JCT %.0f s, round mechanism %.0f s, shorter grace %.0f s", grace, res.AvgJCT, pure.AvgJCT, last)
+		}
+		last = res.AvgJCT
+	}
+	// A script that exits at once after its checkpoint frees the GPU
+	// early: every job still finishes, sooner than when it waits.
+	cfg := config(t, map[string]int{"v100": 1})
+	cfg.Grace, cfg.Script = 90*time.Second, fake.SignalExitsOK
+	res, err := Run(cfg, jobs.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.JobsMeasured != 2 || res.AvgJCT >= last {
+		t.Errorf("exiting scripts: %d jobs finished, avg JCT %.0f s (waiting scripts %.0f s)", res.JobsMeasured, res.AvgJCT, last)
+	}
+}
+
+// Jobs that cannot be preempted run to the end where they started. The
+// second waits held until the first round after the first one finished
+// (2000 s, round at 2160 s): the daemon releases held jobs at rounds.
+func TestJobsThatCannotBePreemptedRunToTheEnd(t *testing.T) {
+	cfg := config(t, map[string]int{"v100": 1})
+	cfg.Preempt = bridge.PreemptNever
+	res, err := Run(cfg, sim.Jobs{wjob("one", 2000, 0), wjob("one", 2000, 0)}.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Preemptions != 0 || res.JobsMeasured != 2 || !near(res.AvgJCT, (2000+2160+2000)/2, 1) {
+		t.Errorf("%d preemptions, %d jobs, avg JCT %.0f; want 0, 2, 3080 (one after the other)", res.Preemptions, res.JobsMeasured, res.AvgJCT)
+	}
+}
+
+// Slurm starts a job that arrives between rounds wherever GPUs are free;
+// the next round moves it to the type the policy wants once its minimum
+// run time allows.
+func TestArrivalsStartBeforeTheNextRound(t *testing.T) {
+	cfg := config(t, map[string]int{"v100": 1, "k80": 1})
+	res, err := Run(cfg, sim.Jobs{wjob("two", 100, 10)}.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node order puts k80 first: it starts there at once (1.5 steps/s)
+	// and finishes before the next round, in 100/1.5 s.
+	if !near(res.AvgJCT, 100/1.5, 0.1) {
+		t.Errorf("JCT %.1f s, want %.1f", res.AvgJCT, 100/1.5)
+	}
+}
+
+func TestRunStopsAtMaxTime(t *testing.T) {
+	cfg := config(t, map[string]int{"v100": 1})
+	cfg.MaxTime = time.Hour
+	if _, err := Run(cfg, sim.Jobs{wjob("one", 1e9, 0)}.Source()); err == nil {
+		t.Error("a job that never ends ran past the time limit")
+	}
+}
