@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/duration"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
@@ -84,8 +87,26 @@ type Scheduler struct {
 	DefaultGrace time.Duration
 	// GraceSignal is the signal sent at the start of the grace period.
 	GraceSignal string
+	// DefaultPreempt is how a job whose tag names no preempt= mode takes
+	// preemption.
+	DefaultPreempt bridge.PreemptMode
+	// MinRunTime is the least time a job runs before it may be
+	// preempted; 0 means twice the round (see EffectiveMinRunTime), so
+	// that the value follows a --round given on the command line.
+	MinRunTime time.Duration
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
+}
+
+// EffectiveMinRunTime resolves MinRunTime: the configured value, or twice
+// the round when none is set. Two rounds let a job that just started
+// amortize its start-up (loading data, restoring a checkpoint) before it
+// can be stopped again.
+func (s Scheduler) EffectiveMinRunTime() time.Duration {
+	if s.MinRunTime > 0 {
+		return s.MinRunTime
+	}
+	return 2 * s.Round
 }
 
 // Daemon holds the process's own settings.
@@ -122,6 +143,9 @@ func Default() Config {
 			MinResetInterval: 0,
 			DefaultGrace:     60 * time.Second,
 			GraceSignal:      "USR1",
+			// Never stopping a running job is the only mode that is safe
+			// for jobs that cannot checkpoint; sites opt in to more.
+			DefaultPreempt: bridge.PreemptNever,
 		},
 		Daemon: Daemon{
 			StateDir: "/var/lib/gavel-slurm",
@@ -131,17 +155,18 @@ func Default() Config {
 	}
 }
 
-// file mirrors the TOML layout. Durations are strings here so that a bad
-// value is reported with its key rather than as a decoder error.
+// file mirrors the TOML layout. Pointers tell a key left out from one set
+// to its zero value. Durations are duration.Flag, so they take every form
+// duration.Parse reads, and a TOML number as seconds.
 type file struct {
 	Slurm struct {
-		RestURL     *string  `toml:"rest_url"`
-		APIVersion  *string  `toml:"api_version"`
-		TokenFile   *string  `toml:"token_file"`
-		User        *string  `toml:"user"`
-		Partitions  []string `toml:"partitions"`
-		Scontrol    *string  `toml:"scontrol"`
-		ReadTimeout *string  `toml:"read_timeout"`
+		RestURL     *string        `toml:"rest_url"`
+		APIVersion  *string        `toml:"api_version"`
+		TokenFile   *string        `toml:"token_file"`
+		User        *string        `toml:"user"`
+		Partitions  []string       `toml:"partitions"`
+		Scontrol    *string        `toml:"scontrol"`
+		ReadTimeout *duration.Flag `toml:"read_timeout"`
 	} `toml:"slurm"`
 	Cluster struct {
 		GPUTypes       []string           `toml:"gpu_types"`
@@ -149,12 +174,14 @@ type file struct {
 		Throughputs    *string            `toml:"throughputs"`
 	} `toml:"cluster"`
 	Scheduler struct {
-		Policy           *string `toml:"policy"`
-		Round            *string `toml:"round"`
-		MinResetInterval *string `toml:"min_reset_interval"`
-		DefaultGrace     *string `toml:"default_grace"`
-		GraceSignal      *string `toml:"grace_signal"`
-		DryRun           *bool   `toml:"dry_run"`
+		Policy           *string        `toml:"policy"`
+		Round            *duration.Flag `toml:"round"`
+		MinResetInterval *duration.Flag `toml:"min_reset_interval"`
+		DefaultGrace     *duration.Flag `toml:"default_grace"`
+		GraceSignal      *string        `toml:"grace_signal"`
+		DefaultPreempt   *string        `toml:"default_preempt"`
+		MinRunTime       *duration.Flag `toml:"min_run_time"`
+		DryRun           *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
 		StateDir *string `toml:"state_dir"`
@@ -209,27 +236,19 @@ func Parse(data []byte) (*Config, error) {
 	}
 	setString(&c.Cluster.Throughputs, f.Cluster.Throughputs)
 	setString(&c.Scheduler.Policy, f.Scheduler.Policy)
-	durations := []struct {
-		key string
-		src *string
-		dst *time.Duration
-	}{
-		{"slurm.read_timeout", f.Slurm.ReadTimeout, &c.Slurm.ReadTimeout},
-		{"scheduler.round", f.Scheduler.Round, &c.Scheduler.Round},
-		{"scheduler.min_reset_interval", f.Scheduler.MinResetInterval, &c.Scheduler.MinResetInterval},
-		{"scheduler.default_grace", f.Scheduler.DefaultGrace, &c.Scheduler.DefaultGrace},
-	}
-	for _, d := range durations {
-		if d.src == nil {
-			continue
-		}
-		v, err := parseDuration(d.key, *d.src)
-		if err != nil {
-			return nil, err
-		}
-		*d.dst = v
-	}
+	setDuration(&c.Slurm.ReadTimeout, f.Slurm.ReadTimeout)
+	setDuration(&c.Scheduler.Round, f.Scheduler.Round)
+	setDuration(&c.Scheduler.MinResetInterval, f.Scheduler.MinResetInterval)
+	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
+	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
+	if f.Scheduler.DefaultPreempt != nil {
+		m, err := bridge.ParsePreemptMode(*f.Scheduler.DefaultPreempt)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler.default_preempt: %w", err)
+		}
+		c.Scheduler.DefaultPreempt = m
+	}
 	if f.Scheduler.DryRun != nil {
 		c.Scheduler.DryRun = *f.Scheduler.DryRun
 	}
@@ -248,12 +267,10 @@ func setString(dst *string, src *string) {
 	}
 }
 
-func parseDuration(key, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a duration (examples: 20s, 6m, 1h30m)", key, s)
+func setDuration(dst *time.Duration, src *duration.Flag) {
+	if src != nil {
+		*dst = src.Duration()
 	}
-	return d, nil
 }
 
 // Overridable lists the keys Set accepts, with the flag that sets each.
@@ -266,6 +283,9 @@ var Overridable = map[string]string{
 	"daemon.state_dir":  "state-dir",
 	"daemon.listen":     "listen",
 	"scheduler.dry_run": "dry-run",
+
+	"scheduler.default_preempt": "default-preempt",
+	"scheduler.min_run_time":    "min-run-time",
 }
 
 // Set overrides one key with a command-line value. Call Validate after the
@@ -280,12 +300,22 @@ func (c *Config) Set(key, value string) error {
 		c.Slurm.Partitions = splitList(value)
 	case "scheduler.policy":
 		c.Scheduler.Policy = value
-	case "scheduler.round":
-		d, err := parseDuration(key, value)
+	case "scheduler.round", "scheduler.min_run_time":
+		d, err := duration.Parse(value)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", key, err)
 		}
-		c.Scheduler.Round = d
+		if key == "scheduler.round" {
+			c.Scheduler.Round = d
+		} else {
+			c.Scheduler.MinRunTime = d
+		}
+	case "scheduler.default_preempt":
+		m, err := bridge.ParsePreemptMode(value)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		c.Scheduler.DefaultPreempt = m
 	case "scheduler.dry_run":
 		b, err := strconv.ParseBool(value)
 		if err != nil {
@@ -394,6 +424,14 @@ func (c *Config) Validate() error {
 	}
 	if !signals[c.Scheduler.GraceSignal] {
 		bad("scheduler.grace_signal", "%q is not one of USR1, USR2, TERM, INT, HUP, CONT", c.Scheduler.GraceSignal)
+	}
+	// Exact match: the mode is compared as stored, so "Never" read from
+	// the file must not pass here and then fail to match in the core.
+	if m, err := bridge.ParsePreemptMode(string(c.Scheduler.DefaultPreempt)); err != nil || m != c.Scheduler.DefaultPreempt {
+		bad("scheduler.default_preempt", "%q is not one of checkpoint, requeue, never", c.Scheduler.DefaultPreempt)
+	}
+	if c.Scheduler.MinRunTime < 0 {
+		bad("scheduler.min_run_time", "%s is negative", c.Scheduler.MinRunTime)
 	}
 
 	if c.Daemon.StateDir == "" {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
 func TestParseValues(t *testing.T) {
@@ -19,6 +21,48 @@ func TestParseValues(t *testing.T) {
 			check: func(t *testing.T, c *Config) {
 				if c.Scheduler.Round != 6*time.Minute || c.Daemon.Listen != "127.0.0.1:8390" || c.Scheduler.DryRun {
 					t.Errorf("defaults changed: %+v", c)
+				}
+				if c.Scheduler.DefaultPreempt != bridge.PreemptNever {
+					t.Errorf("default_preempt = %q, want never", c.Scheduler.DefaultPreempt)
+				}
+				if c.Scheduler.MinRunTime != 0 || c.Scheduler.EffectiveMinRunTime() != 12*time.Minute {
+					t.Errorf("min_run_time = %s (effective %s), want unset and twice the round",
+						c.Scheduler.MinRunTime, c.Scheduler.EffectiveMinRunTime())
+				}
+			},
+		},
+		"durations in every accepted form": {
+			toml: `
+[slurm]
+read_timeout = 90
+[scheduler]
+round = "360"
+min_reset_interval = 0.5
+default_grace = "01:30"
+min_run_time = "1-00"
+`,
+			check: func(t *testing.T, c *Config) {
+				got := []time.Duration{c.Slurm.ReadTimeout, c.Scheduler.Round, c.Scheduler.MinResetInterval,
+					c.Scheduler.DefaultGrace, c.Scheduler.MinRunTime}
+				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 24 * time.Hour}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("durations %v, want %v", got, want)
+				}
+			},
+		},
+		"min_run_time follows the round when unset": {
+			toml: "[scheduler]\nround = \"20s\"\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Scheduler.EffectiveMinRunTime(); got != 40*time.Second {
+					t.Errorf("effective min_run_time = %s, want 40s", got)
+				}
+			},
+		},
+		"explicit min_run_time is kept": {
+			toml: "[scheduler]\nround = \"20s\"\nmin_run_time = \"5s\"\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Scheduler.EffectiveMinRunTime(); got != 5*time.Second {
+					t.Errorf("effective min_run_time = %s, want 5s", got)
 				}
 			},
 		},
@@ -44,6 +88,8 @@ round = "20s"
 min_reset_interval = "1m30s"
 default_grace = "5s"
 grace_signal = "USR2"
+default_preempt = "Checkpoint"
+min_run_time = "0-00:15"
 dry_run = true
 [daemon]
 state_dir = "/tmp/gs"
@@ -56,7 +102,8 @@ log_level = "debug"
 						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol", ReadTimeout: 2 * time.Minute},
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
-						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DryRun: true},
+						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
+						MinRunTime: 15 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug"},
 				}
 				if !reflect.DeepEqual(*c, want) {
@@ -81,30 +128,37 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		toml    string
 		wantKey string
 	}{
-		"unknown top-level key":   {`colour = "blue"`, "colour"},
-		"unknown key in section":  {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
-		"unknown section":         {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
-		"bad duration":            {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
-		"zero read timeout":       {"[slurm]\nread_timeout = \"0s\"", "slurm.read_timeout"},
-		"duration as number":      {"[scheduler]\nround = 20", "scheduler.round"},
-		"round too short":         {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
-		"negative grace":          {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
-		"negative reset interval": {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
-		"bad signal":              {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
-		"bad policy name":         {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
-		"dry_run not bool":        {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
-		"url without scheme":      {"[slurm]\nrest_url = \"ctl:6820\"", "slurm.rest_url"},
-		"bad api version":         {"[slurm]\napi_version = \"41\"", "slurm.api_version"},
-		"no partitions":           {"[slurm]\npartitions = []", "slurm.partitions"},
-		"bad partition name":      {"[slurm]\npartitions = [\"gpu one\"]", "slurm.partitions"},
-		"duplicate gpu type":      {"[cluster]\ngpu_types = [\"k80\", \"k80\"]", "cluster.gpu_types"},
-		"negative cost":           {"[cluster.cost_per_gpu_hour]\nv100 = -1.0", "cluster.cost_per_gpu_hour.v100"},
-		"cost for unlisted type":  {"[cluster]\ngpu_types = [\"k80\"]\n[cluster.cost_per_gpu_hour]\nv100 = 1.0", "cluster.cost_per_gpu_hour.v100"},
-		"bad throughput table":    {"[cluster]\nthroughputs = \"measured\"", "cluster.throughputs"},
-		"listen without port":     {"[daemon]\nlisten = \"localhost\"", "daemon.listen"},
-		"relative unix socket":    {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
-		"bad log level":           {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
-		"empty state dir":         {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
+		"unknown top-level key":    {`colour = "blue"`, "colour"},
+		"unknown key in section":   {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
+		"unknown section":          {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
+		"bad duration":             {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
+		"zero read timeout":        {"[slurm]\nread_timeout = \"0s\"", "slurm.read_timeout"},
+		"duration as table":        {"[scheduler]\nround = {s = 20}", "scheduler.round"},
+		"negative number duration": {"[scheduler]\nround = -20", "scheduler.round"},
+		"infinite duration":        {"[scheduler]\nround = inf", "scheduler.round"},
+		"NaN duration":             {"[scheduler]\ndefault_grace = nan", "scheduler.default_grace"},
+		"absurd duration":          {"[scheduler]\nround = \"3651d\"", "scheduler.round"},
+		"bad preempt mode":         {"[scheduler]\ndefault_preempt = \"sometimes\"", "scheduler.default_preempt"},
+		"bad min run time":         {"[scheduler]\nmin_run_time = \"soon\"", "scheduler.min_run_time"},
+		"negative min run time":    {"[scheduler]\nmin_run_time = \"-1m\"", "scheduler.min_run_time"},
+		"round too short":          {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
+		"negative grace":           {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
+		"negative reset interval":  {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
+		"bad signal":               {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
+		"bad policy name":          {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
+		"dry_run not bool":         {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
+		"url without scheme":       {"[slurm]\nrest_url = \"ctl:6820\"", "slurm.rest_url"},
+		"bad api version":          {"[slurm]\napi_version = \"41\"", "slurm.api_version"},
+		"no partitions":            {"[slurm]\npartitions = []", "slurm.partitions"},
+		"bad partition name":       {"[slurm]\npartitions = [\"gpu one\"]", "slurm.partitions"},
+		"duplicate gpu type":       {"[cluster]\ngpu_types = [\"k80\", \"k80\"]", "cluster.gpu_types"},
+		"negative cost":            {"[cluster.cost_per_gpu_hour]\nv100 = -1.0", "cluster.cost_per_gpu_hour.v100"},
+		"cost for unlisted type":   {"[cluster]\ngpu_types = [\"k80\"]\n[cluster.cost_per_gpu_hour]\nv100 = 1.0", "cluster.cost_per_gpu_hour.v100"},
+		"bad throughput table":     {"[cluster]\nthroughputs = \"measured\"", "cluster.throughputs"},
+		"listen without port":      {"[daemon]\nlisten = \"localhost\"", "daemon.listen"},
+		"relative unix socket":     {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
+		"bad log level":            {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
+		"empty state dir":          {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -125,13 +179,21 @@ func TestSetOverrides(t *testing.T) {
 		check      func(c *Config) bool
 		wantErr    string
 	}{
-		"round":          {key: "scheduler.round", value: "20s", check: func(c *Config) bool { return c.Scheduler.Round == 20*time.Second }},
-		"partitions":     {key: "slurm.partitions", value: "a, b,,c", check: func(c *Config) bool { return reflect.DeepEqual(c.Slurm.Partitions, []string{"a", "b", "c"}) }},
-		"dry run":        {key: "scheduler.dry_run", value: "true", check: func(c *Config) bool { return c.Scheduler.DryRun }},
-		"listen":         {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
-		"bad round":      {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
-		"bad bool":       {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
-		"not overridden": {key: "slurm.user", value: "x", wantErr: "slurm.user"},
+		"round":                 {key: "scheduler.round", value: "20s", check: func(c *Config) bool { return c.Scheduler.Round == 20*time.Second }},
+		"round in bare seconds": {key: "scheduler.round", value: "360", check: func(c *Config) bool { return c.Scheduler.Round == 6*time.Minute }},
+		"round in Slurm form":   {key: "scheduler.round", value: "05:00", check: func(c *Config) bool { return c.Scheduler.Round == 5*time.Minute }},
+		"min run time":          {key: "scheduler.min_run_time", value: "0-01", check: func(c *Config) bool { return c.Scheduler.MinRunTime == time.Hour }},
+		"default preempt": {key: "scheduler.default_preempt", value: "REQUEUE",
+			check: func(c *Config) bool { return c.Scheduler.DefaultPreempt == bridge.PreemptRequeue }},
+		"negative round":      {key: "scheduler.round", value: "-5", wantErr: "scheduler.round: is negative"},
+		"bad min run time":    {key: "scheduler.min_run_time", value: "later", wantErr: "scheduler.min_run_time"},
+		"bad default preempt": {key: "scheduler.default_preempt", value: "maybe", wantErr: "scheduler.default_preempt"},
+		"partitions":          {key: "slurm.partitions", value: "a, b,,c", check: func(c *Config) bool { return reflect.DeepEqual(c.Slurm.Partitions, []string{"a", "b", "c"}) }},
+		"dry run":             {key: "scheduler.dry_run", value: "true", check: func(c *Config) bool { return c.Scheduler.DryRun }},
+		"listen":              {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
+		"bad round":           {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
+		"bad bool":            {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
+		"not overridden":      {key: "slurm.user", value: "x", wantErr: "slurm.user"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -154,7 +216,8 @@ func TestSetOverrides(t *testing.T) {
 }
 
 func TestOverridableKeysAreSettable(t *testing.T) {
-	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false"}
+	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false",
+		"scheduler.min_run_time": "10m", "scheduler.default_preempt": "requeue"}
 	for key := range Overridable {
 		c := Default()
 		v := samples[key]
@@ -198,7 +261,7 @@ func TestShippedExampleParses(t *testing.T) {
 	text := string(data)
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
-		"default_grace", "grace_signal", "dry_run", "state_dir", "listen", "log_level"} {
+		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level"} {
 		if !strings.Contains(text, key) {
 			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
 		}
