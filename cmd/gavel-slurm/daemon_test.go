@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/config"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -48,7 +50,26 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 				}
 			},
 		},
+		"round in bare seconds": {
+			args: []string{"--config", path, "--round", "360"},
+			check: func(t *testing.T, round time.Duration, policy, listen, parts string, dry bool) {
+				if round != 6*time.Minute {
+					t.Errorf("--round 360 gave %s", round)
+				}
+			},
+		},
+		"round in Slurm form": {
+			args: []string{"--config", path, "--round=0-00:02:30"},
+			check: func(t *testing.T, round time.Duration, policy, listen, parts string, dry bool) {
+				if round != 150*time.Second {
+					t.Errorf("--round 0-00:02:30 gave %s", round)
+				}
+			},
+		},
 		"bad flag value names flag and key": {args: []string{"--config", path, "--round", "soon"}, wantErr: "--round: scheduler.round"},
+		"negative round":                    {args: []string{"--config", path, "--round", "-360"}, wantErr: "--round: scheduler.round: is negative"},
+		"bad preempt mode":                  {args: []string{"--config", path, "--default-preempt", "sometimes"}, wantErr: "--default-preempt: scheduler.default_preempt"},
+		"bad min run time":                  {args: []string{"--config", path, "--min-run-time", "later"}, wantErr: "--min-run-time: scheduler.min_run_time"},
 		"invalid after flags":               {args: []string{"--config", path, "--listen", "nowhere"}, wantErr: "daemon.listen"},
 		"missing file":                      {args: []string{"--config", filepath.Join(t.TempDir(), "none.toml")}, wantErr: "none.toml"},
 		"stray argument":                    {args: []string{"--config", path, "extra"}, wantErr: `unexpected argument "extra"`},
@@ -56,7 +77,7 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, err := loadDaemonConfig(tc.args, &stderr)
+			cfg, _, err := loadDaemonConfig(tc.args, &stderr)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -68,6 +89,120 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 			}
 			tc.check(t, cfg.Scheduler.Round, cfg.Scheduler.Policy, cfg.Daemon.Listen, strings.Join(cfg.Slurm.Partitions, ","), cfg.Scheduler.DryRun)
 		})
+	}
+}
+
+func TestDaemonPreemptionSettings(t *testing.T) {
+	withMode := writeConfig(t, "[scheduler]\nround = \"1m\"\ndefault_preempt = \"requeue\"\nmin_run_time = \"5m\"\n")
+	bare := writeConfig(t, "[scheduler]\nround = \"1m\"\n")
+	tests := map[string]struct {
+		args        []string
+		wantPreempt bridge.PreemptMode
+		wantMinRun  time.Duration
+	}{
+		"defaults: never, twice the round": {[]string{"--config", bare}, bridge.PreemptNever, 2 * time.Minute},
+		"min run time follows --round":     {[]string{"--config", bare, "--round", "20"}, bridge.PreemptNever, 40 * time.Second},
+		"file":                             {[]string{"--config", withMode}, bridge.PreemptRequeue, 5 * time.Minute},
+		"flags win": {[]string{"--config", withMode, "--default-preempt", "checkpoint", "--min-run-time", "90"},
+			bridge.PreemptCheckpoint, 90 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg, _, err := loadDaemonConfig(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := coreSettings(cfg)
+			if set.DefaultPreempt != tc.wantPreempt || set.MinRunTime != tc.wantMinRun {
+				t.Errorf("settings preempt %q min run %s, want %q %s", set.DefaultPreempt, set.MinRunTime, tc.wantPreempt, tc.wantMinRun)
+			}
+		})
+	}
+}
+
+// Without --config the daemon reads the default file if there is one and
+// runs on the defaults and flags if not; a file named with --config must
+// exist.
+func TestDaemonConfigFileIsOptional(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "absent.toml")
+	flags := []string{"--slurmrestd-url", "http://127.0.0.1:6820", "--token-file", filepath.Join(dir, "jwt"), "--state-dir", dir}
+	tests := map[string]struct {
+		defaultPath string
+		args        []string
+		wantSource  string
+		wantErr     string
+	}{
+		"no default file: defaults and flags": {defaultPath: missing, args: flags, wantSource: ""},
+		"default file is read when present": {defaultPath: writeConfig(t, "[scheduler]\nround = \"1m\"\n"), args: flags,
+			wantSource: "file"},
+		"bad default file is still an error": {defaultPath: writeConfig(t, "[scheduler]\nrounds = \"1m\"\n"), args: flags,
+			wantErr: "scheduler.rounds"},
+		"missing explicit file is an error even with a default file": {defaultPath: writeConfig(t, ""),
+			args: append([]string{"--config", missing}, flags...), wantErr: "absent.toml"},
+		"explicit default path that is missing is an error": {defaultPath: missing,
+			args: append([]string{"--config", missing}, flags...), wantErr: "no such file"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			old := defaultConfigPath
+			defaultConfigPath = tc.defaultPath
+			t.Cleanup(func() { defaultConfigPath = old })
+			cfg, source, err := loadDaemonConfig(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (source != "") != (tc.wantSource != "") {
+				t.Errorf("source = %q", source)
+			}
+			if cfg.Daemon.StateDir != dir || cfg.Slurm.TokenFile != filepath.Join(dir, "jwt") {
+				t.Errorf("flags not applied: %+v", cfg)
+			}
+			if tc.wantSource == "" && cfg.Scheduler.Round != config.Default().Scheduler.Round {
+				t.Errorf("round %s is not the default", cfg.Scheduler.Round)
+			}
+		})
+	}
+}
+
+// The whole daemon starts with no configuration file at all, on the
+// defaults and the flags.
+func TestDaemonRunsWithoutConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	old := defaultConfigPath
+	defaultConfigPath = filepath.Join(dir, "absent.toml")
+	t.Cleanup(func() { defaultConfigPath = old })
+	sock := filepath.Join(dir, "api.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runDaemon(ctx, []string{"--slurmrestd-url", "http://127.0.0.1:6820", "--token-file", filepath.Join(dir, "jwt"),
+			"--state-dir", dir, "--listen", "unix:" + sock, "--round", "1"}, &logs, fake.New(time.Now))
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var out bytes.Buffer
+		if runStatus([]string{"--server", "unix:" + sock, "--json"}, &out, io.Discard) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("rc=%d logs:\n%s", rc, logs.String())
+	}
+	if !strings.Contains(logs.String(), "no configuration file") {
+		t.Errorf("start-up does not say it runs without a file:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
+		t.Errorf("daemon did not start: %v\n%s", err, logs.String())
 	}
 }
 
