@@ -9,8 +9,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -57,6 +60,10 @@ type Slurm struct {
 	// millisecond each, so large clusters need more than the 10 s an
 	// update gets.
 	ReadTimeout time.Duration
+	// AllowInsecureHTTP accepts a plain http:// RestURL on a host other
+	// than this one. The JWT, which acts as an administrator, then
+	// crosses the network in clear, so it takes an explicit choice.
+	AllowInsecureHTTP bool
 }
 
 // Cluster describes the GPU types the daemon schedules across.
@@ -160,13 +167,14 @@ func Default() Config {
 // duration.Parse reads, and a TOML number as seconds.
 type file struct {
 	Slurm struct {
-		RestURL     *string        `toml:"rest_url"`
-		APIVersion  *string        `toml:"api_version"`
-		TokenFile   *string        `toml:"token_file"`
-		User        *string        `toml:"user"`
-		Partitions  []string       `toml:"partitions"`
-		Scontrol    *string        `toml:"scontrol"`
-		ReadTimeout *duration.Flag `toml:"read_timeout"`
+		RestURL           *string        `toml:"rest_url"`
+		APIVersion        *string        `toml:"api_version"`
+		TokenFile         *string        `toml:"token_file"`
+		User              *string        `toml:"user"`
+		Partitions        []string       `toml:"partitions"`
+		Scontrol          *string        `toml:"scontrol"`
+		ReadTimeout       *duration.Flag `toml:"read_timeout"`
+		AllowInsecureHTTP *bool          `toml:"allow_insecure_http"`
 	} `toml:"slurm"`
 	Cluster struct {
 		GPUTypes       []string           `toml:"gpu_types"`
@@ -228,6 +236,9 @@ func Parse(data []byte) (*Config, error) {
 		c.Slurm.Partitions = f.Slurm.Partitions
 	}
 	setString(&c.Slurm.Scontrol, f.Slurm.Scontrol)
+	if f.Slurm.AllowInsecureHTTP != nil {
+		c.Slurm.AllowInsecureHTTP = *f.Slurm.AllowInsecureHTTP
+	}
 	if f.Cluster.GPUTypes != nil {
 		c.Cluster.GPUTypes = f.Cluster.GPUTypes
 	}
@@ -357,6 +368,9 @@ func (c *Config) Validate() error {
 
 	if u, err := url.Parse(c.Slurm.RestURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("slurm.rest_url", "%q is not an http(s) URL", c.Slurm.RestURL)
+	} else if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) && !c.Slurm.AllowInsecureHTTP {
+		bad("slurm.rest_url", "%q is plain http to another host: the JWT would cross the network in clear; "+
+			"use https, or set slurm.allow_insecure_http = true on a trusted network", c.Slurm.RestURL)
 	}
 	if c.Slurm.APIVersion != "" && !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
 		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.41", c.Slurm.APIVersion)
@@ -399,7 +413,9 @@ func (c *Config) Validate() error {
 	sort.Strings(costTypes)
 	for _, t := range costTypes {
 		v := c.Cluster.CostPerGPUHour[t]
-		if v < 0 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad("cluster.cost_per_gpu_hour."+t, "%g is not a finite number", v)
+		} else if v < 0 {
 			bad("cluster.cost_per_gpu_hour."+t, "%g is negative", v)
 		}
 		if len(types) > 0 && !types[t] {
@@ -436,6 +452,10 @@ func (c *Config) Validate() error {
 
 	if c.Daemon.StateDir == "" {
 		bad("daemon.state_dir", "must not be empty")
+	} else if !filepath.IsAbs(c.Daemon.StateDir) {
+		// Relative to what? The daemon's working directory is / under
+		// systemd and anything elsewhere.
+		bad("daemon.state_dir", "%q is not an absolute path", c.Daemon.StateDir)
 	}
 	if err := checkListen(c.Daemon.Listen); err != nil {
 		bad("daemon.listen", "%v", err)
@@ -446,6 +466,72 @@ func (c *Config) Validate() error {
 		bad("daemon.log_level", "%q is not one of debug, info, warn, error", c.Daemon.LogLevel)
 	}
 	return errors.Join(errs...)
+}
+
+// Warnings returns what is valid but risky in the configuration, one
+// sentence each, for the daemon to log at start.
+func (c *Config) Warnings() []string {
+	var out []string
+	if host, _, err := net.SplitHostPort(c.Daemon.Listen); err == nil && !strings.HasPrefix(c.Daemon.Listen, "unix:") && !isLoopbackHost(host) {
+		where := host
+		if host == "" {
+			where = "every interface"
+		}
+		out = append(out, fmt.Sprintf("daemon.listen %q is reachable from other hosts (%s): the API shows every user's jobs, "+
+			"like Slurm without PrivateData=jobs, to anyone who can connect; keep it on 127.0.0.1 or a unix socket", c.Daemon.Listen, where))
+	}
+	if u, err := url.Parse(c.Slurm.RestURL); err == nil && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		out = append(out, fmt.Sprintf("slurm.rest_url %q is plain http to another host (slurm.allow_insecure_http): "+
+			"the JWT crosses the network in clear", c.Slurm.RestURL))
+	}
+	return out
+}
+
+// isLoopbackHost reports whether host (a name or an IP, without brackets
+// or port) is this machine. Other names are not resolved: a name that
+// happens to resolve to a loopback address today may not tomorrow.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckTokenFile returns warnings about the JWT file at path: it grants
+// administrator rights over Slurm, so only its owner should read it, and
+// that owner should be root or the daemon's own user. A file that cannot
+// be read is reported too, since every request would fail.
+func CheckTokenFile(path string) []string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return []string{fmt.Sprintf("slurm.token_file: %v", err)}
+	}
+	if !fi.Mode().IsRegular() {
+		return []string{fmt.Sprintf("slurm.token_file %s is not a regular file", path)}
+	}
+	var out []string
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		out = append(out, fmt.Sprintf("slurm.token_file %s has mode %04o: group or other users may read or change the token; chmod 600 it",
+			path, perm))
+	}
+	if uid, ok := fileOwner(fi); ok {
+		if w := ownerWarning(path, uid, os.Geteuid()); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ownerWarning warns when the token belongs to a user other than root and
+// the daemon's: that user could read the token or replace it with one of
+// their own.
+func ownerWarning(path string, owner, self int) string {
+	if owner == 0 || owner == self {
+		return ""
+	}
+	return fmt.Sprintf("slurm.token_file %s is owned by uid %d, neither root nor the daemon's user (uid %d): that user can read or replace the token",
+		path, owner, self)
 }
 
 // checkListen accepts host:port or unix:/absolute/path.

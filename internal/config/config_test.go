@@ -159,6 +159,14 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"relative unix socket":     {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
 		"bad log level":            {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
 		"empty state dir":          {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
+		"relative state dir":       {"[daemon]\nstate_dir = \"var/gs\"", "daemon.state_dir"},
+		"dot state dir":            {"[daemon]\nstate_dir = \".\"", "daemon.state_dir"},
+		"NaN cost":                 {"[cluster.cost_per_gpu_hour]\nv100 = nan", "cluster.cost_per_gpu_hour.v100"},
+		"infinite cost":            {"[cluster.cost_per_gpu_hour]\nv100 = inf", "cluster.cost_per_gpu_hour.v100"},
+		"negative infinite cost":   {"[cluster.cost_per_gpu_hour]\nv100 = -inf", "cluster.cost_per_gpu_hour.v100"},
+		"remote plain http":        {"[slurm]\nrest_url = \"http://ctl.example:6820\"", "allow_insecure_http"},
+		"remote plain http by IP":  {"[slurm]\nrest_url = \"http://10.0.0.5:6820\"", "slurm.rest_url"},
+		"insecure http not bool":   {"[slurm]\nallow_insecure_http = \"yes\"", "slurm.allow_insecure_http"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -168,6 +176,134 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.wantKey) {
 				t.Errorf("error %q does not name %q", err, tc.wantKey)
+			}
+		})
+	}
+}
+
+func TestRestURLTransport(t *testing.T) {
+	tests := map[string]struct {
+		toml   string
+		wantOK bool
+	}{
+		"https anywhere":               {`rest_url = "https://ctl.example:6820"`, true},
+		"http to 127.0.0.1":            {`rest_url = "http://127.0.0.1:6820"`, true},
+		"http to another loopback":     {`rest_url = "http://127.0.0.2:6820"`, true},
+		"http to localhost":            {`rest_url = "http://LOCALHOST:6820"`, true},
+		"http to ::1":                  {`rest_url = "http://[::1]:6820"`, true},
+		"http to a host":               {`rest_url = "http://ctl.example:6820"`, false},
+		"http to a name like loopback": {`rest_url = "http://127.0.0.1.example:6820"`, false},
+		"http to a host, allowed":      {"rest_url = \"http://ctl.example:6820\"\nallow_insecure_http = true", true},
+		"http to a host, not allowed":  {"rest_url = \"http://ctl.example:6820\"\nallow_insecure_http = false", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte("[slurm]\n" + tc.toml))
+			if (err == nil) != tc.wantOK {
+				t.Errorf("err = %v, want accepted %v", err, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := map[string]struct {
+		toml string
+		want []string // a fragment of each warning, in order
+	}{
+		"defaults are quiet":    {"", nil},
+		"loopback listen":       {"[daemon]\nlisten = \"127.0.0.1:9000\"", nil},
+		"localhost listen":      {"[daemon]\nlisten = \"localhost:9000\"", nil},
+		"IPv6 loopback listen":  {"[daemon]\nlisten = \"[::1]:9000\"", nil},
+		"unix socket":           {"[daemon]\nlisten = \"unix:/run/gs.sock\"", nil},
+		"every interface":       {"[daemon]\nlisten = \":9000\"", []string{"every interface"}},
+		"wildcard address":      {"[daemon]\nlisten = \"0.0.0.0:9000\"", []string{`daemon.listen "0.0.0.0:9000" is reachable from other hosts`}},
+		"host name":             {"[daemon]\nlisten = \"gpu-head:9000\"", []string{"reachable from other hosts (gpu-head)"}},
+		"says what is exposed":  {"[daemon]\nlisten = \"10.1.2.3:9000\"", []string{"PrivateData=jobs"}},
+		"allowed insecure http": {"[slurm]\nrest_url = \"http://ctl:6820\"\nallow_insecure_http = true", []string{"JWT crosses the network in clear"}},
+		"https is quiet":        {"[slurm]\nrest_url = \"https://ctl:6820\"", nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Warnings()
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %q lacks %q", got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("jwt"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := map[string]struct {
+		path string
+		want []string
+	}{
+		"owner only":      {write("ok", 0o600), nil},
+		"owner read only": {write("ro", 0o400), nil},
+		"group readable":  {write("g", 0o640), []string{"mode 0640"}},
+		"world readable":  {write("o", 0o604), []string{"mode 0604"}},
+		"group writable":  {write("gw", 0o620), []string{"mode 0620"}},
+		"missing":         {filepath.Join(dir, "none"), []string{"no such file"}},
+		"directory":       {dir, []string{"is not a regular file"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := CheckTokenFile(tc.path)
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %q lacks %q", got[i], w)
+				}
+			}
+		})
+	}
+	if os.Geteuid() == 0 {
+		path := write("foreign", 0o600)
+		if err := os.Chown(path, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if got := CheckTokenFile(path); len(got) != 1 || !strings.Contains(got[0], "owned by uid 4242") {
+			t.Errorf("foreign owner: warnings %q", got)
+		}
+	}
+}
+
+func TestOwnerWarning(t *testing.T) {
+	tests := map[string]struct {
+		owner, self int
+		warn        bool
+	}{
+		"root owns it":              {0, 1000, false},
+		"the daemon's user":         {1000, 1000, false},
+		"another user":              {1001, 1000, true},
+		"another user, daemon root": {1001, 0, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := ownerWarning("/jwt", tc.owner, tc.self); (got != "") != tc.warn {
+				t.Errorf("ownerWarning = %q, want a warning %v", got, tc.warn)
 			}
 		})
 	}
@@ -261,9 +397,39 @@ func TestShippedExampleParses(t *testing.T) {
 	text := string(data)
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
-		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level"} {
+		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level",
+		"allow_insecure_http"} {
 		if !strings.Contains(text, key) {
 			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
 		}
 	}
+}
+
+// FuzzParse checks that Parse never panics and that whatever it accepts is
+// valid: the defaults it starts from and each key's own checks must not
+// let an invalid configuration through.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"[scheduler]\nround = \"20s\"\nmin_run_time = 90\ndefault_preempt = \"requeue\"",
+		"[slurm]\nrest_url = \"http://ctl:6820\"\nallow_insecure_http = true",
+		"[cluster.cost_per_gpu_hour]\nv100 = nan",
+		"[daemon]\nlisten = \"0.0.0.0:1\"\nstate_dir = \"/x\"",
+		"[scheduler]\ndefault_grace = \"1-00:00:00\"",
+	} {
+		f.Add([]byte(seed))
+	}
+	if data, err := os.ReadFile("../../etc/gavel-slurm.toml"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted %q, which does not validate: %v", data, err)
+		}
+		c.Warnings()
+	})
 }
