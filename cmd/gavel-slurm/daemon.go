@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -49,7 +50,7 @@ var daemonFlags = []struct{ flag, key, usage string }{
 	{"round", "scheduler.round", "round length: seconds (360) or a duration such as 6m or 05:00"},
 	{"min-run-time", "scheduler.min_run_time", "least time a job runs before it may be preempted (default twice the round)"},
 	{"default-preempt", "scheduler.default_preempt", "how jobs whose tag names no preempt= mode are stopped: checkpoint, requeue or never"},
-	{"state-dir", "daemon.state_dir", "directory of the state database"},
+	{"state-dir", "daemon.state_dir", "directory of the state database (a relative path is taken from the current directory)"},
 	{"listen", "daemon.listen", "API address: host:port or unix:/path"},
 }
 
@@ -84,7 +85,16 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, string, 
 	}
 	for _, f := range daemonFlags {
 		if set[f.flag] {
-			if err := cfg.Set(f.key, *values[f.key]); err != nil {
+			value := *values[f.key]
+			if f.key == "daemon.state_dir" {
+				// The file must name an absolute directory (the daemon's
+				// working directory varies), but a path typed in a shell
+				// means the shell's current directory.
+				if value, err = absPath(value); err != nil {
+					return nil, "", fmt.Errorf("--%s: %w", f.flag, err)
+				}
+			}
+			if err := cfg.Set(f.key, value); err != nil {
 				return nil, "", fmt.Errorf("--%s: %w", f.flag, err)
 			}
 		}
@@ -97,6 +107,17 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, string, 
 		return nil, "", fmt.Errorf("configuration after flags: %w", err)
 	}
 	return cfg, source, nil
+}
+
+func absPath(p string) (string, error) {
+	if p == "" || filepath.IsAbs(p) {
+		return p, nil
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("make %q absolute: %w", p, err)
+	}
+	return abs, nil
 }
 
 // loadConfigFile reads path. A missing file is fine only when the path is
@@ -142,6 +163,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridg
 		log.Info().Str("default_path", defaultConfigPath).Msg("no configuration file: running on the defaults and flags")
 	} else {
 		log.Info().Str("config", source).Msg("configuration read")
+	}
+	for _, w := range append(cfg.Warnings(), config.CheckTokenFile(cfg.Slurm.TokenFile)...) {
+		log.Warn().Msg(w)
 	}
 	if err := serveDaemon(ctx, cfg, log, slurm); err != nil {
 		log.Error().Err(err).Msg("daemon stopped")

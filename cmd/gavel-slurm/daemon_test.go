@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -281,5 +282,117 @@ listen = "unix:`+sock+`"
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
 		t.Errorf("state database: %v", err)
+	}
+}
+
+func TestDaemonStateDirFlagIsMadeAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := loadDaemonConfig([]string{"--config", writeConfig(t, ""), "--state-dir", "state"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cwd, "state"); cfg.Daemon.StateDir != want {
+		t.Errorf("state dir %q, want %q", cfg.Daemon.StateDir, want)
+	}
+	if _, _, err := loadDaemonConfig([]string{"--config", writeConfig(t, "[daemon]\nstate_dir = \"state\"\n")}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "daemon.state_dir") {
+		t.Errorf("relative state_dir in the file: err = %v", err)
+	}
+}
+
+// The daemon logs what is risky in its configuration when it starts.
+func TestDaemonLogsWarnings(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "jwt")
+	if err := os.WriteFile(token, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "[slurm]\ntoken_file = \""+token+"\"\n[daemon]\nstate_dir = \""+dir+"\"\nlisten = \"0.0.0.0:0\"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // start, log, and stop at once
+	var logs bytes.Buffer
+	runDaemon(ctx, []string{"--config", path}, &logs, fake.New(time.Now))
+	for _, want := range []string{"PrivateData=jobs", "mode 0644"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack a warning with %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// A unix socket path is cleared only of an earlier run's socket, never of
+// another kind of file.
+func TestListenUnixSocketPath(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	regular := filepath.Join(dir, "state.db")
+	if err := os.WriteFile(regular, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.sock")
+	if err := os.Symlink(stale, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		path    string
+		wantErr string
+	}{
+		"fresh path":          {filepath.Join(dir, "new.sock"), ""},
+		"stale socket":        {stale, ""},
+		"regular file":        {regular, "is not a socket"},
+		"directory":           {dir, "is not a socket"},
+		"symlink to a socket": {link, "is not a socket"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ln, err := api.Listen("unix:" + tc.path)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.Close()
+				return
+			}
+			if err == nil {
+				ln.Close()
+				t.Fatal("Listen replaced a path that is not a socket")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	if data, err := os.ReadFile(regular); err != nil || string(data) != "precious" {
+		t.Errorf("regular file changed: %q, %v", data, err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("symlink removed: %v", err)
+	}
+}
+
+// A daemon pointed at a file that is not a socket refuses to start.
+func TestDaemonRefusesToReplaceAFile(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "gavel-slurm.toml")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "[daemon]\nstate_dir = \""+dir+"\"\nlisten = \"unix:"+target+"\"\n")
+	var logs bytes.Buffer
+	if rc := runDaemon(context.Background(), []string{"--config", path}, &logs, fake.New(time.Now)); rc != 1 ||
+		!strings.Contains(logs.String(), "is not a socket") {
+		t.Errorf("rc=%d logs:\n%s", rc, logs.String())
+	}
+	if data, _ := os.ReadFile(target); string(data) != "keep" {
+		t.Errorf("file at the socket path changed: %q", data)
 	}
 }
