@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/duration"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
@@ -35,6 +37,10 @@ type Config struct {
 	Cluster   Cluster
 	Scheduler Scheduler
 	Daemon    Daemon
+	// Rules are the site's limits on what a job's tag may set, and where
+	// weights and entities come from: the [limits], [entities] and
+	// [weights] sections.
+	Rules siterules.Rules
 }
 
 // Slurm says how to reach and drive the Slurm controller.
@@ -159,6 +165,7 @@ func Default() Config {
 			Listen:   "127.0.0.1:8390",
 			LogLevel: "info",
 		},
+		Rules: siterules.Default(),
 	}
 }
 
@@ -196,6 +203,53 @@ type file struct {
 		Listen   *string `toml:"listen"`
 		LogLevel *string `toml:"log_level"`
 	} `toml:"daemon"`
+	Limits struct {
+		limitsFile
+		Partition map[string]limitsFile `toml:"partition"`
+	} `toml:"limits"`
+	Entities struct {
+		From           *string               `toml:"from"`
+		AccountMap     map[string]entityList `toml:"account_map"`
+		AllowTagEntity *bool                 `toml:"allow_tag_entity"`
+	} `toml:"entities"`
+	Weights struct {
+		Account        map[string]float64 `toml:"account"`
+		QOS            map[string]float64 `toml:"qos"`
+		AllowTagWeight *bool              `toml:"allow_tag_weight"`
+	} `toml:"weights"`
+}
+
+// limitsFile is one [limits] table: the site-wide one or a partition's.
+type limitsFile struct {
+	MaxWeight      *float64       `toml:"max_weight"`
+	MaxGrace       *duration.Flag `toml:"max_grace"`
+	AllowedClasses *[]string      `toml:"allowed_classes"`
+	AllowedPreempt *[]string      `toml:"allowed_preempt"`
+}
+
+// entityList is an account_map value: one entity name, or a list whose
+// first entry is the account's default entity.
+type entityList []string
+
+// UnmarshalTOML accepts a string or an array of strings.
+func (e *entityList) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*e = entityList{v}
+		return nil
+	case []any:
+		out := make(entityList, 0, len(v))
+		for _, item := range v {
+			name, ok := item.(string)
+			if !ok {
+				return fmt.Errorf("entity %v is not a string", item)
+			}
+			out = append(out, name)
+		}
+		*e = out
+		return nil
+	}
+	return fmt.Errorf("must be an entity name or a list of them, not %T", v)
 }
 
 // Load reads and validates the file at path.
@@ -266,10 +320,101 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Daemon.StateDir, f.Daemon.StateDir)
 	setString(&c.Daemon.Listen, f.Daemon.Listen)
 	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
+	if err := f.applyRules(&c.Rules); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// applyRules copies the [limits], [entities] and [weights] sections over
+// the default rules. Names (classes, modes, sources) are read here, so
+// that an error names its key; ranges are left to Rules.Validate.
+func (f *file) applyRules(r *siterules.Rules) error {
+	var errs []error
+	site, err := f.Limits.limitsFile.limits(r.Limits, "limits.")
+	errs = append(errs, err)
+	r.Limits = site
+	if len(f.Limits.Partition) > 0 {
+		r.Partitions = map[string]siterules.Limits{}
+		for name, pf := range f.Limits.Partition {
+			// A partition's table overrides the site's key by key; what
+			// it leaves out stays zero, which Rules reads as inherited.
+			l, err := pf.limits(siterules.Limits{}, "limits.partition."+name+".")
+			errs = append(errs, err)
+			r.Partitions[name] = l
+		}
+	}
+	if f.Entities.From != nil {
+		src, err := siterules.ParseEntitySource(*f.Entities.From)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("entities.from: %w", err))
+		}
+		r.EntitiesFrom = src
+	}
+	if f.Entities.AccountMap != nil {
+		r.AccountEntities = map[string][]string{}
+		for account, entities := range f.Entities.AccountMap {
+			r.AccountEntities[account] = entities
+		}
+	}
+	if f.Entities.AllowTagEntity != nil {
+		r.AllowTagEntity = *f.Entities.AllowTagEntity
+	}
+	if f.Weights.Account != nil {
+		r.AccountWeights = f.Weights.Account
+	}
+	if f.Weights.QOS != nil {
+		r.QOSWeights = f.Weights.QOS
+	}
+	if f.Weights.AllowTagWeight != nil {
+		r.AllowTagWeight = *f.Weights.AllowTagWeight
+	}
+	return errors.Join(errs...)
+}
+
+// limits copies the keys set in one [limits] table over base. Zero
+// limits are refused: in Rules zero means "inherited", so a 0 written in
+// the file would silently mean something else.
+func (l limitsFile) limits(base siterules.Limits, prefix string) (siterules.Limits, error) {
+	var errs []error
+	if l.MaxWeight != nil {
+		if *l.MaxWeight == 0 {
+			errs = append(errs, fmt.Errorf("%smax_weight: must be above 0", prefix))
+		}
+		base.MaxWeight = *l.MaxWeight
+	}
+	if l.MaxGrace != nil {
+		if l.MaxGrace.Duration() == 0 {
+			errs = append(errs, fmt.Errorf("%smax_grace: must be longer than 0 (a tag's grace=0 already means the default)", prefix))
+		}
+		base.MaxGrace = l.MaxGrace.Duration()
+	}
+	if l.AllowedClasses != nil {
+		base.AllowedClasses = []bridge.Class{}
+		for _, name := range *l.AllowedClasses {
+			class, err := bridge.ParseClass(name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%sallowed_classes: %w", prefix, err))
+				continue
+			}
+			base.AllowedClasses = append(base.AllowedClasses, class)
+		}
+	}
+	if l.AllowedPreempt != nil {
+		base.AllowedPreempt = []bridge.PreemptMode{}
+		for _, name := range *l.AllowedPreempt {
+			mode, err := bridge.ParsePreemptMode(name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%sallowed_preempt: %w", prefix, err))
+				continue
+			}
+			base.AllowedPreempt = append(base.AllowedPreempt, mode)
+		}
+	}
+	return base, errors.Join(errs...)
 }
 
 func setString(dst *string, src *string) {
@@ -465,6 +610,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("daemon.log_level", "%q is not one of debug, info, warn, error", c.Daemon.LogLevel)
 	}
+	if err := c.Rules.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -483,6 +631,16 @@ func (c *Config) Warnings() []string {
 	if u, err := url.Parse(c.Slurm.RestURL); err == nil && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
 		out = append(out, fmt.Sprintf("slurm.rest_url %q is plain http to another host (slurm.allow_insecure_http): "+
 			"the JWT crosses the network in clear", c.Slurm.RestURL))
+	}
+	names := make([]string, 0, len(c.Rules.Partitions))
+	for p := range c.Rules.Partitions {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if !slices.Contains(c.Slurm.Partitions, p) {
+			out = append(out, fmt.Sprintf("limits.partition.%s has no effect: %q is not in slurm.partitions", p, p))
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 )
 
 func TestParseValues(t *testing.T) {
@@ -105,6 +106,7 @@ log_level = "debug"
 						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
 						MinRunTime: 15 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug"},
+					Rules:  siterules.Default(),
 				}
 				if !reflect.DeepEqual(*c, want) {
 					t.Errorf("got  %+v\nwant %+v", *c, want)
@@ -120,6 +122,63 @@ log_level = "debug"
 			}
 			tc.check(t, c)
 		})
+	}
+}
+
+func TestParseSiteRules(t *testing.T) {
+	c, err := Parse([]byte(`
+[slurm]
+partitions = ["gpu", "gpu-long"]
+[limits]
+max_weight = 4
+max_grace = "5m"
+allowed_classes = ["te", "best-effort"]
+allowed_preempt = ["checkpoint", "Requeue"]
+[limits.partition.gpu-long]
+max_grace = "30m"
+allowed_preempt = []
+[limits.partition.gpu]
+max_weight = 2.5
+[entities]
+from = "user"
+allow_tag_entity = true
+[entities.account_map]
+labA = "vision"
+labB = ["nlp", "speech"]
+[weights]
+allow_tag_weight = true
+[weights.account]
+labA = 2
+labB = 0.5
+[weights.qos]
+high = 4
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := siterules.Rules{
+		Limits: siterules.Limits{MaxWeight: 4, MaxGrace: 5 * time.Minute,
+			AllowedClasses: []bridge.Class{bridge.ClassTrialAndError, bridge.ClassBestEffort},
+			AllowedPreempt: []bridge.PreemptMode{bridge.PreemptCheckpoint, bridge.PreemptRequeue}},
+		Partitions: map[string]siterules.Limits{
+			"gpu-long": {MaxGrace: 30 * time.Minute, AllowedPreempt: []bridge.PreemptMode{}},
+			"gpu":      {MaxWeight: 2.5},
+		},
+		EntitiesFrom:    siterules.EntitiesFromUser,
+		AccountEntities: map[string][]string{"labA": {"vision"}, "labB": {"nlp", "speech"}},
+		AllowTagEntity:  true,
+		AccountWeights:  map[string]float64{"labA": 2, "labB": 0.5},
+		QOSWeights:      map[string]float64{"high": 4},
+		AllowTagWeight:  true,
+	}
+	if !reflect.DeepEqual(c.Rules, want) {
+		t.Fatalf("rules\n got  %+v\n want %+v", c.Rules, want)
+	}
+	// The partition's table overrides only the keys it sets.
+	got := c.Rules.Apply(siterules.JobFacts{Partition: "gpu-long", Account: "labB",
+		Tag: bridge.Tag{Weight: 9, Grace: 20 * time.Minute, Preempt: bridge.PreemptRequeue}})
+	if got.Weight != 4 || got.Grace != 20*time.Minute || got.Preempt != bridge.PreemptUnset || got.Entity != "" {
+		t.Errorf("applied in gpu-long: %+v", got)
 	}
 }
 
@@ -167,6 +226,24 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"remote plain http":        {"[slurm]\nrest_url = \"http://ctl.example:6820\"", "allow_insecure_http"},
 		"remote plain http by IP":  {"[slurm]\nrest_url = \"http://10.0.0.5:6820\"", "slurm.rest_url"},
 		"insecure http not bool":   {"[slurm]\nallow_insecure_http = \"yes\"", "slurm.allow_insecure_http"},
+		"max weight too large":     {"[limits]\nmax_weight = 1e9", "limits.max_weight"},
+		"max weight zero":          {"[limits]\nmax_weight = 0", "limits.max_weight"},
+		"max weight NaN":           {"[limits]\nmax_weight = nan", "limits.max_weight"},
+		"max grace zero":           {"[limits]\nmax_grace = \"0s\"", "limits.max_grace"},
+		"max grace bad":            {"[limits]\nmax_grace = \"long\"", "limits.max_grace"},
+		"unknown class":            {"[limits]\nallowed_classes = [\"urgent\"]", "limits.allowed_classes"},
+		"unknown preempt mode":     {"[limits]\nallowed_preempt = [\"kill\"]", "limits.allowed_preempt"},
+		"partition max weight":     {"[limits.partition.gpu]\nmax_weight = -1", "limits.partition.gpu.max_weight"},
+		"partition unknown key":    {"[limits.partition.gpu]\nmax_weigth = 2", "limits.partition.gpu.max_weigth"},
+		"partition bad class":      {"[limits.partition.gpu]\nallowed_classes = [\"x\"]", "limits.partition.gpu.allowed_classes"},
+		"unknown entity source":    {"[entities]\nfrom = \"group\"", "entities.from"},
+		"account map number":       {"[entities.account_map]\nlabA = 3", "entities.account_map"},
+		"account map empty list":   {"[entities.account_map]\nlabA = []", "entities.account_map.labA"},
+		"account map mixed list":   {"[entities.account_map]\nlabA = [\"a\", 2]", "entities.account_map"},
+		"account weight zero":      {"[weights.account]\nlabA = 0", "weights.account.labA"},
+		"qos weight infinite":      {"[weights.qos]\nhigh = inf", "weights.qos.high"},
+		"weight as string":         {"[weights.qos]\nhigh = \"4\"", "weights.qos.high"},
+		"unknown weights key":      {"[weights]\nuser = {ana = 2}", "weights.user"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -221,7 +298,10 @@ func TestWarnings(t *testing.T) {
 		"host name":             {"[daemon]\nlisten = \"gpu-head:9000\"", []string{"reachable from other hosts (gpu-head)"}},
 		"says what is exposed":  {"[daemon]\nlisten = \"10.1.2.3:9000\"", []string{"PrivateData=jobs"}},
 		"allowed insecure http": {"[slurm]\nrest_url = \"http://ctl:6820\"\nallow_insecure_http = true", []string{"JWT crosses the network in clear"}},
-		"https is quiet":        {"[slurm]\nrest_url = \"https://ctl:6820\"", nil},
+		"limits of a partition not scheduled": {"[limits.partition.cpu]\nmax_weight = 2",
+			[]string{`limits.partition.cpu has no effect: "cpu" is not in slurm.partitions`}},
+		"limits of a scheduled partition": {"[limits.partition.gpu]\nmax_weight = 2", nil},
+		"https is quiet":                  {"[slurm]\nrest_url = \"https://ctl:6820\"", nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -398,7 +478,9 @@ func TestShippedExampleParses(t *testing.T) {
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
 		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level",
-		"allow_insecure_http"} {
+		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "allowed_classes", "allowed_preempt",
+		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
+		"[weights.qos]", "allow_tag_weight"} {
 		if !strings.Contains(text, key) {
 			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
 		}
