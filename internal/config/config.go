@@ -456,16 +456,10 @@ func (c *Config) Set(key, value string) error {
 		c.Slurm.Partitions = splitList(value)
 	case "scheduler.policy":
 		c.Scheduler.Policy = value
-	case "scheduler.round", "scheduler.min_run_time":
-		d, err := duration.Parse(value)
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		if key == "scheduler.round" {
-			c.Scheduler.Round = d
-		} else {
-			c.Scheduler.MinRunTime = d
-		}
+	case "scheduler.round":
+		return setDurationText(key, value, &c.Scheduler.Round)
+	case "scheduler.min_run_time":
+		return setDurationText(key, value, &c.Scheduler.MinRunTime)
 	case "scheduler.default_preempt":
 		m, err := bridge.ParsePreemptMode(value)
 		if err != nil {
@@ -485,6 +479,15 @@ func (c *Config) Set(key, value string) error {
 	default:
 		return fmt.Errorf("%s: not a key that can be overridden", key)
 	}
+	return nil
+}
+
+func setDurationText(key, value string, dst *time.Duration) error {
+	d, err := duration.Parse(value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	*dst = d
 	return nil
 }
 
