@@ -3,12 +3,14 @@ package bridge
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/duration"
 )
 
 // TagPrefix opens the scheduling tag inside a job's --comment.
@@ -86,7 +88,7 @@ const (
 	maxSteps       = 1e15
 	minWeight      = 1e-6
 	maxWeight      = 1e6
-	maxDuration    = 10 * 365 * 24 * time.Hour
+	maxDuration    = duration.Max
 	maxNumberChars = 40
 	maxExponent    = 20
 )
@@ -97,8 +99,11 @@ const (
 // or to the first ';' outside quotes, after which free text may follow again.
 // Pairs are key=value, separated by spaces and/or commas. Values holding
 // spaces, commas, ';' or quotes are written in double quotes (with \" and \\
-// escapes) or single quotes (taken literally). A comment without the tag
-// returns ErrNoTag; any other error names the offending key for the user.
+// escapes) or single quotes (taken literally). Values must be printable
+// text: control characters, bidirectional-text controls and invalid UTF-8
+// are refused, since values are shown to admins and other users. A comment
+// without the tag returns ErrNoTag; any other error names the offending
+// key for the user.
 func ParseTag(comment string) (Tag, error) {
 	start := findTag(comment)
 	if start < 0 {
@@ -183,6 +188,10 @@ func splitPairs(body string) (pairs []pair, rest string, err error) {
 		if key == "" {
 			return nil, "", errors.New("missing key before = in gavel: tag")
 		}
+		if !isKey(key) {
+			// Quoted: the key goes into messages that status prints.
+			return nil, "", fmt.Errorf("key %q is not a word of letters, digits, '_' and '-'", key)
+		}
 		i++ // '='
 		value, next, err := readValue(body, i)
 		if err != nil {
@@ -194,6 +203,15 @@ func splitPairs(body string) (pairs []pair, rest string, err error) {
 			return nil, "", fmt.Errorf("%s= value must be followed by a space, comma or ';'", key)
 		}
 	}
+}
+
+func isKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isWordByte(s[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func isSeparator(b byte) bool {
@@ -242,6 +260,9 @@ func (t *Tag) set(key, value string) error {
 	if value == "" {
 		return fmt.Errorf("%s= is empty", key)
 	}
+	if err := checkText(value); err != nil {
+		return fmt.Errorf("%s= %w", key, err)
+	}
 	var err error
 	switch key {
 	case "model":
@@ -260,7 +281,7 @@ func (t *Tag) set(key, value string) error {
 	case "grace":
 		t.Grace, err = parseDuration(value)
 	case "class":
-		t.Class, err = parseClass(value)
+		t.Class, err = ParseClass(value)
 	case "preempt":
 		t.Preempt, err = ParsePreemptMode(value)
 	default:
@@ -268,6 +289,28 @@ func (t *Tag) set(key, value string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s= %w", key, err)
+	}
+	return nil
+}
+
+// checkText rejects values that could change how the line that shows them
+// looks: control characters (a newline or an escape sequence in a model
+// name would forge lines in status, logs and terminals), bidirectional-text
+// controls (U+202E shows text reversed, so a name reads as another), the
+// Unicode line and paragraph separators, and invalid UTF-8.
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range s {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Errorf("contains the control character %U; values must be printable text", r)
+		case unicode.Is(unicode.Bidi_Control, r):
+			return fmt.Errorf("contains the bidirectional-text control %U; values must be printable text", r)
+		case r == '\u2028' || r == '\u2029':
+			return fmt.Errorf("contains the line separator %U; values must be printable text", r)
+		}
 	}
 	return nil
 }
@@ -344,59 +387,25 @@ func parseWeight(s string) (float64, error) {
 	return w, nil
 }
 
-var durationUnits = map[string]time.Duration{
-	"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour,
-}
-
-// parseDuration reads plain seconds (3600) or number+unit groups with units
-// s, m, h, d, w (90m, 12h, 2d, 1h30m, 1.5h), rounded to whole seconds.
+// parseDuration reads a duration in any form internal/duration accepts
+// (plain seconds, number+unit groups such as 90m or 1h30m, Slurm's
+// [D-]HH:MM:SS), rounded to whole seconds: Slurm's own times are in
+// seconds, and the canonical form writes whole seconds.
 func parseDuration(s string) (time.Duration, error) {
-	bad := fmt.Errorf("is not a duration (use seconds or units s, m, h, d, w as in 90m, 12h, 2d): %q", s)
-	if len(s) > maxNumberChars {
-		return 0, bad
+	d, err := duration.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	var total float64
-	rest := s
-	for rest != "" {
-		i := 0
-		for i < len(rest) && (rest[i] >= '0' && rest[i] <= '9' || rest[i] == '.') {
-			i++
-		}
-		if i == 0 {
-			return 0, bad
-		}
-		number, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil {
-			return 0, bad
-		}
-		rest = rest[i:]
-		j := 0
-		for j < len(rest) && unicode.IsLetter(rune(rest[j])) {
-			j++
-		}
-		unit := time.Second
-		if j == 0 {
-			if rest != "" || total != 0 {
-				return 0, bad // a bare number must stand alone
-			}
-		} else {
-			u, ok := durationUnits[strings.ToLower(rest[:j])]
-			if !ok {
-				return 0, bad
-			}
-			unit = u
-			rest = rest[j:]
-		}
-		total += number * unit.Seconds()
-	}
-	seconds := math.Round(total)
-	if seconds > maxDuration.Seconds() {
+	d = d.Round(time.Second)
+	if d > maxDuration {
 		return 0, fmt.Errorf("is longer than %d days: %q", int(maxDuration.Hours()/24), s)
 	}
-	return time.Duration(seconds) * time.Second, nil
+	return d, nil
 }
 
-func parseClass(s string) (Class, error) {
+// ParseClass reads a class as the tag and the configuration write it:
+// te or trial-and-error, be or best-effort, in any case.
+func ParseClass(s string) (Class, error) {
 	switch strings.ToLower(s) {
 	case "te", "trial-and-error":
 		return ClassTrialAndError, nil
@@ -437,6 +446,9 @@ func (t Tag) Format() string {
 	}
 	if t.Grace != 0 {
 		add("grace", formatDuration(t.Grace))
+	}
+	if t.Preempt != PreemptUnset {
+		add("preempt", string(t.Preempt))
 	}
 	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -47,17 +48,24 @@ var daemonFlags = []struct{ flag, key, usage string }{
 	{"token-file", "slurm.token_file", "file holding the slurmrestd JWT"},
 	{"partitions", "slurm.partitions", "comma-separated partitions to schedule"},
 	{"policy", "scheduler.policy", "allocation policy (Gavel name)"},
-	{"round", "scheduler.round", "round length, such as 20s or 6m"},
-	{"state-dir", "daemon.state_dir", "directory of the state database"},
+	{"round", "scheduler.round", "round length: seconds (360) or a duration such as 6m or 05:00"},
+	{"min-run-time", "scheduler.min_run_time", "least time a job runs before it may be preempted (default twice the round)"},
+	{"default-preempt", "scheduler.default_preempt", "how jobs whose tag names no preempt= mode are stopped: checkpoint, requeue or never"},
+	{"state-dir", "daemon.state_dir", "directory of the state database (a relative path is taken from the current directory)"},
 	{"listen", "daemon.listen", "API address: host:port or unix:/path"},
 }
 
+// defaultConfigPath is the file read when --config is not given; a
+// variable so that tests can point it elsewhere.
+var defaultConfigPath = config.DefaultPath
+
 // loadDaemonConfig reads the file named by --config and applies the flags
-// that were given on top of it.
-func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
+// that were given on top of it. It also returns the file it read, or ""
+// when the daemon runs on the defaults and flags alone.
+func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, string, error) {
 	fs := flag.NewFlagSet("daemon", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", config.DefaultPath, "configuration file (TOML; see etc/gavel-slurm.toml)")
+	path := fs.String("config", defaultConfigPath, "configuration file (TOML; see etc/gavel-slurm.toml); without this flag a missing default file means the defaults")
 	values := map[string]*string{}
 	for _, f := range daemonFlags {
 		values[f.key] = fs.String(f.flag, "", f.usage+" (overrides "+f.key+")")
@@ -65,21 +73,30 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
 	dryRun := fs.Bool("dry-run", false, "decide and log actions without sending them (overrides scheduler.dry_run)")
 	adopt := fs.Bool("adopt-admin-holds", false, "after the state directory was lost: take managed jobs held by an admin (JobHeldAdmin) that the state does not know for the daemon's own holds in the first round, so it may release them")
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg, source, err := loadConfigFile(*path, set["config"])
+	if err != nil {
+		return nil, "", err
+	}
 	for _, f := range daemonFlags {
 		if set[f.flag] {
-			if err := cfg.Set(f.key, *values[f.key]); err != nil {
-				return nil, fmt.Errorf("--%s: %w", f.flag, err)
+			value := *values[f.key]
+			if f.key == "daemon.state_dir" {
+				// The file must name an absolute directory (the daemon's
+				// working directory varies), but a path typed in a shell
+				// means the shell's current directory.
+				if value, err = absPath(value); err != nil {
+					return nil, "", fmt.Errorf("--%s: %w", f.flag, err)
+				}
+			}
+			if err := cfg.Set(f.key, value); err != nil {
+				return nil, "", fmt.Errorf("--%s: %w", f.flag, err)
 			}
 		}
 	}
@@ -88,15 +105,52 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, error) {
 	}
 	cfg.Daemon.AdoptAdminHolds = *adopt
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("configuration after flags: %w", err)
+		return nil, "", fmt.Errorf("configuration after flags: %w", err)
 	}
-	return cfg, nil
+	return cfg, source, nil
+}
+
+func absPath(p string) (string, error) {
+	if p == "" || filepath.IsAbs(p) {
+		return p, nil
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("make %q absolute: %w", p, err)
+	}
+	return abs, nil
+}
+
+// loadConfigFile reads path. A missing file is fine only when the path is
+// the default one: a site may run on defaults and flags alone, but a file
+// named with --config that is not there is a mistake to report.
+func loadConfigFile(path string, explicit bool) (*config.Config, string, error) {
+	cfg, err := config.Load(path)
+	if err == nil {
+		return cfg, path, nil
+	}
+	if explicit || !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	def := config.Default()
+	return &def, "", nil
+}
+
+// coreSettings is the part of the configuration the scheduling core uses.
+func coreSettings(cfg *config.Config) daemon.Settings {
+	return daemon.Settings{
+		Policy: cfg.Scheduler.Policy, Partitions: cfg.Slurm.Partitions, GPUTypes: cfg.Cluster.GPUTypes,
+		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
+		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
+		GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
+		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
+	}
 }
 
 // runDaemon runs until ctx is done. slurm replaces the slurmrestd client
 // (tests); nil builds one from the configuration.
 func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridge.Slurm) int {
-	cfg, err := loadDaemonConfig(args, stderr)
+	cfg, source, err := loadDaemonConfig(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,6 +160,14 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridg
 	}
 	level, _ := zerolog.ParseLevel(cfg.Daemon.LogLevel)
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daemon").Logger()
+	if source == "" {
+		log.Info().Str("default_path", defaultConfigPath).Msg("no configuration file: running on the defaults and flags")
+	} else {
+		log.Info().Str("config", source).Msg("configuration read")
+	}
+	for _, w := range append(cfg.Warnings(), config.CheckTokenFile(cfg.Slurm.TokenFile)...) {
+		log.Warn().Msg(w)
+	}
 	if err := serveDaemon(ctx, cfg, log, slurm); err != nil {
 		log.Error().Err(err).Msg("daemon stopped")
 		return 1
@@ -124,12 +186,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	if err != nil {
 		return fmt.Errorf("cluster.throughputs: %w", err)
 	}
-	core, err := daemon.NewCore(daemon.Settings{
-		Policy: cfg.Scheduler.Policy, Partitions: cfg.Slurm.Partitions, GPUTypes: cfg.Cluster.GPUTypes,
-		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
-		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
-		GraceSignal: cfg.Scheduler.GraceSignal, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
-	}, sched.TableEstimator{Table: table})
+	core, err := daemon.NewCore(coreSettings(cfg), sched.TableEstimator{Table: table})
 	if err != nil {
 		return err
 	}
@@ -166,6 +223,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	}
 	log.Info().Str("listen", ln.Addr().String()).Str("policy", cfg.Scheduler.Policy).
 		Dur("round", cfg.Scheduler.Round).Strs("partitions", cfg.Slurm.Partitions).
+		Str("default_preempt", string(cfg.Scheduler.DefaultPreempt)).Dur("min_run_time", cfg.Scheduler.EffectiveMinRunTime()).
 		Bool("dry_run", cfg.Scheduler.DryRun).Str("state", st.Path()).Msg("starting")
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/config"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -48,7 +51,26 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 				}
 			},
 		},
+		"round in bare seconds": {
+			args: []string{"--config", path, "--round", "360"},
+			check: func(t *testing.T, round time.Duration, policy, listen, parts string, dry bool) {
+				if round != 6*time.Minute {
+					t.Errorf("--round 360 gave %s", round)
+				}
+			},
+		},
+		"round in Slurm form": {
+			args: []string{"--config", path, "--round=0-00:02:30"},
+			check: func(t *testing.T, round time.Duration, policy, listen, parts string, dry bool) {
+				if round != 150*time.Second {
+					t.Errorf("--round 0-00:02:30 gave %s", round)
+				}
+			},
+		},
 		"bad flag value names flag and key": {args: []string{"--config", path, "--round", "soon"}, wantErr: "--round: scheduler.round"},
+		"negative round":                    {args: []string{"--config", path, "--round", "-360"}, wantErr: "--round: scheduler.round: is negative"},
+		"bad preempt mode":                  {args: []string{"--config", path, "--default-preempt", "sometimes"}, wantErr: "--default-preempt: scheduler.default_preempt"},
+		"bad min run time":                  {args: []string{"--config", path, "--min-run-time", "later"}, wantErr: "--min-run-time: scheduler.min_run_time"},
 		"invalid after flags":               {args: []string{"--config", path, "--listen", "nowhere"}, wantErr: "daemon.listen"},
 		"missing file":                      {args: []string{"--config", filepath.Join(t.TempDir(), "none.toml")}, wantErr: "none.toml"},
 		"stray argument":                    {args: []string{"--config", path, "extra"}, wantErr: `unexpected argument "extra"`},
@@ -56,7 +78,7 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cfg, err := loadDaemonConfig(tc.args, &stderr)
+			cfg, _, err := loadDaemonConfig(tc.args, &stderr)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -68,6 +90,120 @@ func TestDaemonFlagsOverrideFile(t *testing.T) {
 			}
 			tc.check(t, cfg.Scheduler.Round, cfg.Scheduler.Policy, cfg.Daemon.Listen, strings.Join(cfg.Slurm.Partitions, ","), cfg.Scheduler.DryRun)
 		})
+	}
+}
+
+func TestDaemonPreemptionSettings(t *testing.T) {
+	withMode := writeConfig(t, "[scheduler]\nround = \"1m\"\ndefault_preempt = \"requeue\"\nmin_run_time = \"5m\"\n")
+	bare := writeConfig(t, "[scheduler]\nround = \"1m\"\n")
+	tests := map[string]struct {
+		args        []string
+		wantPreempt bridge.PreemptMode
+		wantMinRun  time.Duration
+	}{
+		"defaults: never, twice the round": {[]string{"--config", bare}, bridge.PreemptNever, 2 * time.Minute},
+		"min run time follows --round":     {[]string{"--config", bare, "--round", "20"}, bridge.PreemptNever, 40 * time.Second},
+		"file":                             {[]string{"--config", withMode}, bridge.PreemptRequeue, 5 * time.Minute},
+		"flags win": {[]string{"--config", withMode, "--default-preempt", "checkpoint", "--min-run-time", "90"},
+			bridge.PreemptCheckpoint, 90 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cfg, _, err := loadDaemonConfig(tc.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := coreSettings(cfg)
+			if set.DefaultPreempt != tc.wantPreempt || set.MinRunTime != tc.wantMinRun {
+				t.Errorf("settings preempt %q min run %s, want %q %s", set.DefaultPreempt, set.MinRunTime, tc.wantPreempt, tc.wantMinRun)
+			}
+		})
+	}
+}
+
+// Without --config the daemon reads the default file if there is one and
+// runs on the defaults and flags if not; a file named with --config must
+// exist.
+func TestDaemonConfigFileIsOptional(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "absent.toml")
+	flags := []string{"--slurmrestd-url", "http://127.0.0.1:6820", "--token-file", filepath.Join(dir, "jwt"), "--state-dir", dir}
+	tests := map[string]struct {
+		defaultPath string
+		args        []string
+		wantSource  string
+		wantErr     string
+	}{
+		"no default file: defaults and flags": {defaultPath: missing, args: flags, wantSource: ""},
+		"default file is read when present": {defaultPath: writeConfig(t, "[scheduler]\nround = \"1m\"\n"), args: flags,
+			wantSource: "file"},
+		"bad default file is still an error": {defaultPath: writeConfig(t, "[scheduler]\nrounds = \"1m\"\n"), args: flags,
+			wantErr: "scheduler.rounds"},
+		"missing explicit file is an error even with a default file": {defaultPath: writeConfig(t, ""),
+			args: append([]string{"--config", missing}, flags...), wantErr: "absent.toml"},
+		"explicit default path that is missing is an error": {defaultPath: missing,
+			args: append([]string{"--config", missing}, flags...), wantErr: "no such file"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			old := defaultConfigPath
+			defaultConfigPath = tc.defaultPath
+			t.Cleanup(func() { defaultConfigPath = old })
+			cfg, source, err := loadDaemonConfig(tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (source != "") != (tc.wantSource != "") {
+				t.Errorf("source = %q", source)
+			}
+			if cfg.Daemon.StateDir != dir || cfg.Slurm.TokenFile != filepath.Join(dir, "jwt") {
+				t.Errorf("flags not applied: %+v", cfg)
+			}
+			if tc.wantSource == "" && cfg.Scheduler.Round != config.Default().Scheduler.Round {
+				t.Errorf("round %s is not the default", cfg.Scheduler.Round)
+			}
+		})
+	}
+}
+
+// The whole daemon starts with no configuration file at all, on the
+// defaults and the flags.
+func TestDaemonRunsWithoutConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	old := defaultConfigPath
+	defaultConfigPath = filepath.Join(dir, "absent.toml")
+	t.Cleanup(func() { defaultConfigPath = old })
+	sock := filepath.Join(dir, "api.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- runDaemon(ctx, []string{"--slurmrestd-url", "http://127.0.0.1:6820", "--token-file", filepath.Join(dir, "jwt"),
+			"--state-dir", dir, "--listen", "unix:" + sock, "--round", "1"}, &logs, fake.New(time.Now))
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var out bytes.Buffer
+		if runStatus([]string{"--server", "unix:" + sock, "--json"}, &out, io.Discard) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("rc=%d logs:\n%s", rc, logs.String())
+	}
+	if !strings.Contains(logs.String(), "no configuration file") {
+		t.Errorf("start-up does not say it runs without a file:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
+		t.Errorf("daemon did not start: %v\n%s", err, logs.String())
 	}
 }
 
@@ -146,5 +282,117 @@ listen = "unix:`+sock+`"
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state.db")); err != nil {
 		t.Errorf("state database: %v", err)
+	}
+}
+
+func TestDaemonStateDirFlagIsMadeAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := loadDaemonConfig([]string{"--config", writeConfig(t, ""), "--state-dir", "state"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(cwd, "state"); cfg.Daemon.StateDir != want {
+		t.Errorf("state dir %q, want %q", cfg.Daemon.StateDir, want)
+	}
+	if _, _, err := loadDaemonConfig([]string{"--config", writeConfig(t, "[daemon]\nstate_dir = \"state\"\n")}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "daemon.state_dir") {
+		t.Errorf("relative state_dir in the file: err = %v", err)
+	}
+}
+
+// The daemon logs what is risky in its configuration when it starts.
+func TestDaemonLogsWarnings(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "jwt")
+	if err := os.WriteFile(token, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "[slurm]\ntoken_file = \""+token+"\"\n[daemon]\nstate_dir = \""+dir+"\"\nlisten = \"0.0.0.0:0\"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // start, log, and stop at once
+	var logs bytes.Buffer
+	runDaemon(ctx, []string{"--config", path}, &logs, fake.New(time.Now))
+	for _, want := range []string{"PrivateData=jobs", "mode 0644"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack a warning with %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// A unix socket path is cleared only of an earlier run's socket, never of
+// another kind of file.
+func TestListenUnixSocketPath(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	regular := filepath.Join(dir, "state.db")
+	if err := os.WriteFile(regular, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.sock")
+	if err := os.Symlink(stale, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		path    string
+		wantErr string
+	}{
+		"fresh path":          {filepath.Join(dir, "new.sock"), ""},
+		"stale socket":        {stale, ""},
+		"regular file":        {regular, "is not a socket"},
+		"directory":           {dir, "is not a socket"},
+		"symlink to a socket": {link, "is not a socket"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ln, err := api.Listen("unix:" + tc.path)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				ln.Close()
+				return
+			}
+			if err == nil {
+				ln.Close()
+				t.Fatal("Listen replaced a path that is not a socket")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	if data, err := os.ReadFile(regular); err != nil || string(data) != "precious" {
+		t.Errorf("regular file changed: %q, %v", data, err)
+	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Errorf("symlink removed: %v", err)
+	}
+}
+
+// A daemon pointed at a file that is not a socket refuses to start.
+func TestDaemonRefusesToReplaceAFile(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "gavel-slurm.toml")
+	if err := os.WriteFile(target, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := writeConfig(t, "[daemon]\nstate_dir = \""+dir+"\"\nlisten = \"unix:"+target+"\"\n")
+	var logs bytes.Buffer
+	if rc := runDaemon(context.Background(), []string{"--config", path}, &logs, fake.New(time.Now)); rc != 1 ||
+		!strings.Contains(logs.String(), "is not a socket") {
+		t.Errorf("rc=%d logs:\n%s", rc, logs.String())
+	}
+	if data, _ := os.ReadFile(target); string(data) != "keep" {
+		t.Errorf("file at the socket path changed: %q", data)
 	}
 }

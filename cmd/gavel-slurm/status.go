@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 )
@@ -85,14 +87,14 @@ func renderStatus(w io.Writer, st api.Status) {
 			model = "(unmanaged)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			j.JobID, orDash(j.User), orDash(model), j.GPUs, orDash(j.GPUType),
+			orDash(j.JobID), orDash(j.User), orDash(model), j.GPUs, orDash(j.GPUType),
 			formatShares(j.Allocation), formatReceived(j.Received), orDash(j.State), orDash(j.Reason))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, t := range st.Types {
 		line := fmt.Sprintf("%s: %d GPUs, %d busy, %d running, %d pending, allocation keeps %.2f busy",
-			t.Type, t.GPUs, t.Busy, t.Running, t.Pending, t.AllocatedGPUs)
+			printable(t.Type), t.GPUs, t.Busy, t.Running, t.Pending, t.AllocatedGPUs)
 		if t.CostPerHour > 0 {
 			line += fmt.Sprintf(", $%.2f/GPU-hour", t.CostPerHour)
 		}
@@ -107,14 +109,33 @@ func renderStatus(w io.Writer, st api.Status) {
 		line += ", dry run"
 	}
 	if r.Skipped != "" {
-		line += ", sent nothing: " + r.Skipped
+		line += ", sent nothing: " + printable(r.Skipped)
 	}
 	fmt.Fprintln(w, line)
 }
 
+// orDash prints a field made safe by printable, or "-" when it is empty.
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return printable(s)
+}
+
+// printable returns s unchanged when every rune of it is printable, and
+// otherwise s quoted with Go's escapes (a newline as \n, U+202E as
+// \u202e). Fields come from users (tags, job names) through the daemon:
+// a newline, an escape sequence or a right-to-left override printed raw
+// could forge rows or recolour the terminal. Tabs are escaped too, since
+// they would shift the table's columns.
+func printable(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if r != ' ' && !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
 	}
 	return s
 }
@@ -125,7 +146,7 @@ func formatShares(m map[string]float64) string {
 	var parts []string
 	for _, t := range sortedTypes(m) {
 		if m[t] > 0.005 {
-			parts = append(parts, fmt.Sprintf("%s:%.2f", t, m[t]))
+			parts = append(parts, fmt.Sprintf("%s:%.2f", printable(t), m[t]))
 		}
 	}
 	if len(parts) == 0 {
@@ -139,7 +160,7 @@ func formatReceived(m map[string]float64) string {
 	var parts []string
 	for _, t := range sortedTypes(m) {
 		if m[t] >= 1 {
-			parts = append(parts, t+":"+time.Duration(m[t]*float64(time.Second)).Round(time.Second).String())
+			parts = append(parts, printable(t)+":"+time.Duration(m[t]*float64(time.Second)).Round(time.Second).String())
 		}
 	}
 	if len(parts) == 0 {

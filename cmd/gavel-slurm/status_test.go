@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,5 +121,64 @@ func TestStatusErrors(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errOut.String(), tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	tests := map[string]struct{ in, want string }{
+		"plain":             {"ResNet-50 (batch size 64)", "ResNet-50 (batch size 64)"},
+		"non-ASCII letters": {"équipe Zoë 模型", "équipe Zoë 模型"},
+		"newline":           {"a\nb", `"a\nb"`},
+		"carriage return":   {"a\rb", `"a\rb"`},
+		"tab":               {"a\tb", `"a\tb"`},
+		"escape sequence":   {"\x1b[2Jx", `"\x1b[2Jx"`},
+		"C1 control":        {"a\u0085b", `"a\u0085b"`},
+		"right-to-left":     {"lab\u202eBA", `"lab\u202eBA"`},
+		"line separator":    {"a\u2028b", `"a\u2028b"`},
+		"invalid UTF-8":     {"a\xffb", `"a\xffb"`},
+		"quotes stay as is": {`say "hi"`, `say "hi"`},
+		"empty":             {"", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := printable(tc.in); got != tc.want {
+				t.Errorf("printable(%q) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// A daemon answer whose fields carry newlines, escapes and bidi controls
+// must still print one row per job, with no raw control character.
+func TestStatusTableEscapesFields(t *testing.T) {
+	st := api.Status{
+		Round: api.Round{Number: 1, Policy: "fifo\nround 99", LengthSeconds: 20, Skipped: "slurm\x1b[2J down"},
+		Jobs: []api.JobStatus{
+			{JobID: "7\n8", User: "ana\nroot", Model: "m\x1b[31m", Managed: true, State: "RUNNING\r", GPUType: "v1\u202e00",
+				GPUs: 1, Reason: "forged\n9  mallory  x", Allocation: map[string]float64{"k8\n0": 1}, Received: map[string]float64{"v\t1": 60}},
+		},
+		Types: []api.TypeSummary{{Type: "k80\nv100: 999 GPUs", GPUs: 1}},
+	}
+	srv := serveStatus(t, st, http.StatusOK)
+	var out, errOut bytes.Buffer
+	if rc := runStatus([]string{"--server", srv.URL}, &out, &errOut); rc != 0 {
+		t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+	}
+	text := out.String()
+	for _, r := range text {
+		if r != '\n' && !strconv.IsPrint(r) {
+			t.Fatalf("output carries the raw character %U:\n%s", r, text)
+		}
+	}
+	// Header, one job row, blank line, one type line, the round line.
+	if lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n"); len(lines) != 5 {
+		t.Fatalf("%d lines, want 5:\n%s", len(lines), text)
+	}
+	for _, want := range []string{`"7\n8"`, `"ana\nroot"`, `"m\x1b[31m"`, `"RUNNING\r"`, `"v1\u202e00"`,
+		`"forged\n9  mallory  x"`, `"k8\n0":1.00`, `"v\t1":1m0s`, `"k80\nv100: 999 GPUs": 1 GPUs`,
+		`policy "fifo\nround 99"`, `sent nothing: "slurm\x1b[2J down"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %s:\n%s", want, text)
+		}
 	}
 }

@@ -93,11 +93,22 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // Listen opens addr: "host:port" for TCP or "unix:/path" for a unix
-// socket (a stale socket file from an earlier run is removed first).
+// socket. A socket file left by an earlier run is removed first; anything
+// else at the path is an error, so that a mistyped path (the state
+// database, a configuration file) is never deleted.
 func Listen(addr string) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+		fi, err := os.Lstat(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("check socket path %s: %w", path, err)
+		case fi.Mode()&os.ModeSocket == 0:
+			return nil, fmt.Errorf("%s exists and is not a socket; not removing it", path)
+		default:
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+			}
 		}
 		ln, err := net.Listen("unix", path)
 		if err != nil {

@@ -9,15 +9,23 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/duration"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
@@ -29,6 +37,10 @@ type Config struct {
 	Cluster   Cluster
 	Scheduler Scheduler
 	Daemon    Daemon
+	// Rules are the site's limits on what a job's tag may set, and where
+	// weights and entities come from: the [limits], [entities] and
+	// [weights] sections.
+	Rules siterules.Rules
 }
 
 // Slurm says how to reach and drive the Slurm controller.
@@ -54,6 +66,10 @@ type Slurm struct {
 	// millisecond each, so large clusters need more than the 10 s an
 	// update gets.
 	ReadTimeout time.Duration
+	// AllowInsecureHTTP accepts a plain http:// RestURL on a host other
+	// than this one. The JWT, which acts as an administrator, then
+	// crosses the network in clear, so it takes an explicit choice.
+	AllowInsecureHTTP bool
 }
 
 // Cluster describes the GPU types the daemon schedules across.
@@ -84,8 +100,26 @@ type Scheduler struct {
 	DefaultGrace time.Duration
 	// GraceSignal is the signal sent at the start of the grace period.
 	GraceSignal string
+	// DefaultPreempt is how a job whose tag names no preempt= mode takes
+	// preemption.
+	DefaultPreempt bridge.PreemptMode
+	// MinRunTime is the least time a job runs before it may be
+	// preempted; 0 means twice the round (see EffectiveMinRunTime), so
+	// that the value follows a --round given on the command line.
+	MinRunTime time.Duration
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
+}
+
+// EffectiveMinRunTime resolves MinRunTime: the configured value, or twice
+// the round when none is set. Two rounds let a job that just started
+// amortize its start-up (loading data, restoring a checkpoint) before it
+// can be stopped again.
+func (s Scheduler) EffectiveMinRunTime() time.Duration {
+	if s.MinRunTime > 0 {
+		return s.MinRunTime
+	}
+	return 2 * s.Round
 }
 
 // Daemon holds the process's own settings.
@@ -122,26 +156,32 @@ func Default() Config {
 			MinResetInterval: 0,
 			DefaultGrace:     60 * time.Second,
 			GraceSignal:      "USR1",
+			// Never stopping a running job is the only mode that is safe
+			// for jobs that cannot checkpoint; sites opt in to more.
+			DefaultPreempt: bridge.PreemptNever,
 		},
 		Daemon: Daemon{
 			StateDir: "/var/lib/gavel-slurm",
 			Listen:   "127.0.0.1:8390",
 			LogLevel: "info",
 		},
+		Rules: siterules.Default(),
 	}
 }
 
-// file mirrors the TOML layout. Durations are strings here so that a bad
-// value is reported with its key rather than as a decoder error.
+// file mirrors the TOML layout. Pointers tell a key left out from one set
+// to its zero value. Durations are duration.Flag, so they take every form
+// duration.Parse reads, and a TOML number as seconds.
 type file struct {
 	Slurm struct {
-		RestURL     *string  `toml:"rest_url"`
-		APIVersion  *string  `toml:"api_version"`
-		TokenFile   *string  `toml:"token_file"`
-		User        *string  `toml:"user"`
-		Partitions  []string `toml:"partitions"`
-		Scontrol    *string  `toml:"scontrol"`
-		ReadTimeout *string  `toml:"read_timeout"`
+		RestURL           *string        `toml:"rest_url"`
+		APIVersion        *string        `toml:"api_version"`
+		TokenFile         *string        `toml:"token_file"`
+		User              *string        `toml:"user"`
+		Partitions        []string       `toml:"partitions"`
+		Scontrol          *string        `toml:"scontrol"`
+		ReadTimeout       *duration.Flag `toml:"read_timeout"`
+		AllowInsecureHTTP *bool          `toml:"allow_insecure_http"`
 	} `toml:"slurm"`
 	Cluster struct {
 		GPUTypes       []string           `toml:"gpu_types"`
@@ -149,18 +189,67 @@ type file struct {
 		Throughputs    *string            `toml:"throughputs"`
 	} `toml:"cluster"`
 	Scheduler struct {
-		Policy           *string `toml:"policy"`
-		Round            *string `toml:"round"`
-		MinResetInterval *string `toml:"min_reset_interval"`
-		DefaultGrace     *string `toml:"default_grace"`
-		GraceSignal      *string `toml:"grace_signal"`
-		DryRun           *bool   `toml:"dry_run"`
+		Policy           *string        `toml:"policy"`
+		Round            *duration.Flag `toml:"round"`
+		MinResetInterval *duration.Flag `toml:"min_reset_interval"`
+		DefaultGrace     *duration.Flag `toml:"default_grace"`
+		GraceSignal      *string        `toml:"grace_signal"`
+		DefaultPreempt   *string        `toml:"default_preempt"`
+		MinRunTime       *duration.Flag `toml:"min_run_time"`
+		DryRun           *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
 		StateDir *string `toml:"state_dir"`
 		Listen   *string `toml:"listen"`
 		LogLevel *string `toml:"log_level"`
 	} `toml:"daemon"`
+	Limits struct {
+		limitsFile
+		Partition map[string]limitsFile `toml:"partition"`
+	} `toml:"limits"`
+	Entities struct {
+		From           *string               `toml:"from"`
+		AccountMap     map[string]entityList `toml:"account_map"`
+		AllowTagEntity *bool                 `toml:"allow_tag_entity"`
+	} `toml:"entities"`
+	Weights struct {
+		Account        map[string]float64 `toml:"account"`
+		QOS            map[string]float64 `toml:"qos"`
+		AllowTagWeight *bool              `toml:"allow_tag_weight"`
+	} `toml:"weights"`
+}
+
+// limitsFile is one [limits] table: the site-wide one or a partition's.
+type limitsFile struct {
+	MaxWeight      *float64       `toml:"max_weight"`
+	MaxGrace       *duration.Flag `toml:"max_grace"`
+	AllowedClasses *[]string      `toml:"allowed_classes"`
+	AllowedPreempt *[]string      `toml:"allowed_preempt"`
+}
+
+// entityList is an account_map value: one entity name, or a list whose
+// first entry is the account's default entity.
+type entityList []string
+
+// UnmarshalTOML accepts a string or an array of strings.
+func (e *entityList) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*e = entityList{v}
+		return nil
+	case []any:
+		out := make(entityList, 0, len(v))
+		for _, item := range v {
+			name, ok := item.(string)
+			if !ok {
+				return fmt.Errorf("entity %v is not a string", item)
+			}
+			out = append(out, name)
+		}
+		*e = out
+		return nil
+	}
+	return fmt.Errorf("must be an entity name or a list of them, not %T", v)
 }
 
 // Load reads and validates the file at path.
@@ -201,6 +290,9 @@ func Parse(data []byte) (*Config, error) {
 		c.Slurm.Partitions = f.Slurm.Partitions
 	}
 	setString(&c.Slurm.Scontrol, f.Slurm.Scontrol)
+	if f.Slurm.AllowInsecureHTTP != nil {
+		c.Slurm.AllowInsecureHTTP = *f.Slurm.AllowInsecureHTTP
+	}
 	if f.Cluster.GPUTypes != nil {
 		c.Cluster.GPUTypes = f.Cluster.GPUTypes
 	}
@@ -209,37 +301,120 @@ func Parse(data []byte) (*Config, error) {
 	}
 	setString(&c.Cluster.Throughputs, f.Cluster.Throughputs)
 	setString(&c.Scheduler.Policy, f.Scheduler.Policy)
-	durations := []struct {
-		key string
-		src *string
-		dst *time.Duration
-	}{
-		{"slurm.read_timeout", f.Slurm.ReadTimeout, &c.Slurm.ReadTimeout},
-		{"scheduler.round", f.Scheduler.Round, &c.Scheduler.Round},
-		{"scheduler.min_reset_interval", f.Scheduler.MinResetInterval, &c.Scheduler.MinResetInterval},
-		{"scheduler.default_grace", f.Scheduler.DefaultGrace, &c.Scheduler.DefaultGrace},
-	}
-	for _, d := range durations {
-		if d.src == nil {
-			continue
-		}
-		v, err := parseDuration(d.key, *d.src)
-		if err != nil {
-			return nil, err
-		}
-		*d.dst = v
-	}
+	setDuration(&c.Slurm.ReadTimeout, f.Slurm.ReadTimeout)
+	setDuration(&c.Scheduler.Round, f.Scheduler.Round)
+	setDuration(&c.Scheduler.MinResetInterval, f.Scheduler.MinResetInterval)
+	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
+	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
+	if f.Scheduler.DefaultPreempt != nil {
+		m, err := bridge.ParsePreemptMode(*f.Scheduler.DefaultPreempt)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler.default_preempt: %w", err)
+		}
+		c.Scheduler.DefaultPreempt = m
+	}
 	if f.Scheduler.DryRun != nil {
 		c.Scheduler.DryRun = *f.Scheduler.DryRun
 	}
 	setString(&c.Daemon.StateDir, f.Daemon.StateDir)
 	setString(&c.Daemon.Listen, f.Daemon.Listen)
 	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
+	if err := f.applyRules(&c.Rules); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// applyRules copies the [limits], [entities] and [weights] sections over
+// the default rules. Names (classes, modes, sources) are read here, so
+// that an error names its key; ranges are left to Rules.Validate.
+func (f *file) applyRules(r *siterules.Rules) error {
+	var errs []error
+	site, err := f.Limits.limitsFile.limits(r.Limits, "limits.")
+	errs = append(errs, err)
+	r.Limits = site
+	if len(f.Limits.Partition) > 0 {
+		r.Partitions = map[string]siterules.Limits{}
+		for name, pf := range f.Limits.Partition {
+			// A partition's table overrides the site's key by key; what
+			// it leaves out stays zero, which Rules reads as inherited.
+			l, err := pf.limits(siterules.Limits{}, "limits.partition."+name+".")
+			errs = append(errs, err)
+			r.Partitions[name] = l
+		}
+	}
+	if f.Entities.From != nil {
+		src, err := siterules.ParseEntitySource(*f.Entities.From)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("entities.from: %w", err))
+		}
+		r.EntitiesFrom = src
+	}
+	if f.Entities.AccountMap != nil {
+		r.AccountEntities = map[string][]string{}
+		for account, entities := range f.Entities.AccountMap {
+			r.AccountEntities[account] = entities
+		}
+	}
+	if f.Entities.AllowTagEntity != nil {
+		r.AllowTagEntity = *f.Entities.AllowTagEntity
+	}
+	if f.Weights.Account != nil {
+		r.AccountWeights = f.Weights.Account
+	}
+	if f.Weights.QOS != nil {
+		r.QOSWeights = f.Weights.QOS
+	}
+	if f.Weights.AllowTagWeight != nil {
+		r.AllowTagWeight = *f.Weights.AllowTagWeight
+	}
+	return errors.Join(errs...)
+}
+
+// limits copies the keys set in one [limits] table over base. Zero
+// limits are refused: in Rules zero means "inherited", so a 0 written in
+// the file would silently mean something else.
+func (l limitsFile) limits(base siterules.Limits, prefix string) (siterules.Limits, error) {
+	var errs []error
+	if l.MaxWeight != nil {
+		if *l.MaxWeight == 0 {
+			errs = append(errs, fmt.Errorf("%smax_weight: must be above 0", prefix))
+		}
+		base.MaxWeight = *l.MaxWeight
+	}
+	if l.MaxGrace != nil {
+		if l.MaxGrace.Duration() == 0 {
+			errs = append(errs, fmt.Errorf("%smax_grace: must be longer than 0 (a tag's grace=0 already means the default)", prefix))
+		}
+		base.MaxGrace = l.MaxGrace.Duration()
+	}
+	if l.AllowedClasses != nil {
+		base.AllowedClasses = []bridge.Class{}
+		for _, name := range *l.AllowedClasses {
+			class, err := bridge.ParseClass(name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%sallowed_classes: %w", prefix, err))
+				continue
+			}
+			base.AllowedClasses = append(base.AllowedClasses, class)
+		}
+	}
+	if l.AllowedPreempt != nil {
+		base.AllowedPreempt = []bridge.PreemptMode{}
+		for _, name := range *l.AllowedPreempt {
+			mode, err := bridge.ParsePreemptMode(name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%sallowed_preempt: %w", prefix, err))
+				continue
+			}
+			base.AllowedPreempt = append(base.AllowedPreempt, mode)
+		}
+	}
+	return base, errors.Join(errs...)
 }
 
 func setString(dst *string, src *string) {
@@ -248,12 +423,10 @@ func setString(dst *string, src *string) {
 	}
 }
 
-func parseDuration(key, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q is not a duration (examples: 20s, 6m, 1h30m)", key, s)
+func setDuration(dst *time.Duration, src *duration.Flag) {
+	if src != nil {
+		*dst = src.Duration()
 	}
-	return d, nil
 }
 
 // Overridable lists the keys Set accepts, with the flag that sets each.
@@ -266,6 +439,9 @@ var Overridable = map[string]string{
 	"daemon.state_dir":  "state-dir",
 	"daemon.listen":     "listen",
 	"scheduler.dry_run": "dry-run",
+
+	"scheduler.default_preempt": "default-preempt",
+	"scheduler.min_run_time":    "min-run-time",
 }
 
 // Set overrides one key with a command-line value. Call Validate after the
@@ -281,11 +457,15 @@ func (c *Config) Set(key, value string) error {
 	case "scheduler.policy":
 		c.Scheduler.Policy = value
 	case "scheduler.round":
-		d, err := parseDuration(key, value)
+		return setDurationText(key, value, &c.Scheduler.Round)
+	case "scheduler.min_run_time":
+		return setDurationText(key, value, &c.Scheduler.MinRunTime)
+	case "scheduler.default_preempt":
+		m, err := bridge.ParsePreemptMode(value)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", key, err)
 		}
-		c.Scheduler.Round = d
+		c.Scheduler.DefaultPreempt = m
 	case "scheduler.dry_run":
 		b, err := strconv.ParseBool(value)
 		if err != nil {
@@ -299,6 +479,15 @@ func (c *Config) Set(key, value string) error {
 	default:
 		return fmt.Errorf("%s: not a key that can be overridden", key)
 	}
+	return nil
+}
+
+func setDurationText(key, value string, dst *time.Duration) error {
+	d, err := duration.Parse(value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	*dst = d
 	return nil
 }
 
@@ -327,6 +516,9 @@ func (c *Config) Validate() error {
 
 	if u, err := url.Parse(c.Slurm.RestURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		bad("slurm.rest_url", "%q is not an http(s) URL", c.Slurm.RestURL)
+	} else if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) && !c.Slurm.AllowInsecureHTTP {
+		bad("slurm.rest_url", "%q is plain http to another host: the JWT would cross the network in clear; "+
+			"use https, or set slurm.allow_insecure_http = true on a trusted network", c.Slurm.RestURL)
 	}
 	if c.Slurm.APIVersion != "" && !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
 		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.41", c.Slurm.APIVersion)
@@ -369,7 +561,9 @@ func (c *Config) Validate() error {
 	sort.Strings(costTypes)
 	for _, t := range costTypes {
 		v := c.Cluster.CostPerGPUHour[t]
-		if v < 0 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad("cluster.cost_per_gpu_hour."+t, "%g is not a finite number", v)
+		} else if v < 0 {
 			bad("cluster.cost_per_gpu_hour."+t, "%g is negative", v)
 		}
 		if len(types) > 0 && !types[t] {
@@ -395,9 +589,21 @@ func (c *Config) Validate() error {
 	if !signals[c.Scheduler.GraceSignal] {
 		bad("scheduler.grace_signal", "%q is not one of USR1, USR2, TERM, INT, HUP, CONT", c.Scheduler.GraceSignal)
 	}
+	// Exact match: the mode is compared as stored, so "Never" read from
+	// the file must not pass here and then fail to match in the core.
+	if m, err := bridge.ParsePreemptMode(string(c.Scheduler.DefaultPreempt)); err != nil || m != c.Scheduler.DefaultPreempt {
+		bad("scheduler.default_preempt", "%q is not one of checkpoint, requeue, never", c.Scheduler.DefaultPreempt)
+	}
+	if c.Scheduler.MinRunTime < 0 {
+		bad("scheduler.min_run_time", "%s is negative", c.Scheduler.MinRunTime)
+	}
 
 	if c.Daemon.StateDir == "" {
 		bad("daemon.state_dir", "must not be empty")
+	} else if !filepath.IsAbs(c.Daemon.StateDir) {
+		// Relative to what? The daemon's working directory is / under
+		// systemd and anything elsewhere.
+		bad("daemon.state_dir", "%q is not an absolute path", c.Daemon.StateDir)
 	}
 	if err := checkListen(c.Daemon.Listen); err != nil {
 		bad("daemon.listen", "%v", err)
@@ -407,7 +613,86 @@ func (c *Config) Validate() error {
 	default:
 		bad("daemon.log_level", "%q is not one of debug, info, warn, error", c.Daemon.LogLevel)
 	}
+	if err := c.Rules.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// Warnings returns what is valid but risky in the configuration, one
+// sentence each, for the daemon to log at start.
+func (c *Config) Warnings() []string {
+	var out []string
+	if host, _, err := net.SplitHostPort(c.Daemon.Listen); err == nil && !strings.HasPrefix(c.Daemon.Listen, "unix:") && !isLoopbackHost(host) {
+		where := host
+		if host == "" {
+			where = "every interface"
+		}
+		out = append(out, fmt.Sprintf("daemon.listen %q is reachable from other hosts (%s): the API shows every user's jobs, "+
+			"like Slurm without PrivateData=jobs, to anyone who can connect; keep it on 127.0.0.1 or a unix socket", c.Daemon.Listen, where))
+	}
+	if u, err := url.Parse(c.Slurm.RestURL); err == nil && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		out = append(out, fmt.Sprintf("slurm.rest_url %q is plain http to another host (slurm.allow_insecure_http): "+
+			"the JWT crosses the network in clear", c.Slurm.RestURL))
+	}
+	names := make([]string, 0, len(c.Rules.Partitions))
+	for p := range c.Rules.Partitions {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if !slices.Contains(c.Slurm.Partitions, p) {
+			out = append(out, fmt.Sprintf("limits.partition.%s has no effect: %q is not in slurm.partitions", p, p))
+		}
+	}
+	return out
+}
+
+// isLoopbackHost reports whether host (a name or an IP, without brackets
+// or port) is this machine. Other names are not resolved: a name that
+// happens to resolve to a loopback address today may not tomorrow.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckTokenFile returns warnings about the JWT file at path: it grants
+// administrator rights over Slurm, so only its owner should read it, and
+// that owner should be root or the daemon's own user. A file that cannot
+// be read is reported too, since every request would fail.
+func CheckTokenFile(path string) []string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return []string{fmt.Sprintf("slurm.token_file: %v", err)}
+	}
+	if !fi.Mode().IsRegular() {
+		return []string{fmt.Sprintf("slurm.token_file %s is not a regular file", path)}
+	}
+	var out []string
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		out = append(out, fmt.Sprintf("slurm.token_file %s has mode %04o: group or other users may read or change the token; chmod 600 it",
+			path, perm))
+	}
+	if uid, ok := fileOwner(fi); ok {
+		if w := ownerWarning(path, uid, os.Geteuid()); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// ownerWarning warns when the token belongs to a user other than root and
+// the daemon's: that user could read the token or replace it with one of
+// their own.
+func ownerWarning(path string, owner, self int) string {
+	if owner == 0 || owner == self {
+		return ""
+	}
+	return fmt.Sprintf("slurm.token_file %s is owned by uid %d, neither root nor the daemon's user (uid %d): that user can read or replace the token",
+		path, owner, self)
 }
 
 // checkListen accepts host:port or unix:/absolute/path.

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 )
 
 func TestParseValues(t *testing.T) {
@@ -19,6 +22,48 @@ func TestParseValues(t *testing.T) {
 			check: func(t *testing.T, c *Config) {
 				if c.Scheduler.Round != 6*time.Minute || c.Daemon.Listen != "127.0.0.1:8390" || c.Scheduler.DryRun {
 					t.Errorf("defaults changed: %+v", c)
+				}
+				if c.Scheduler.DefaultPreempt != bridge.PreemptNever {
+					t.Errorf("default_preempt = %q, want never", c.Scheduler.DefaultPreempt)
+				}
+				if c.Scheduler.MinRunTime != 0 || c.Scheduler.EffectiveMinRunTime() != 12*time.Minute {
+					t.Errorf("min_run_time = %s (effective %s), want unset and twice the round",
+						c.Scheduler.MinRunTime, c.Scheduler.EffectiveMinRunTime())
+				}
+			},
+		},
+		"durations in every accepted form": {
+			toml: `
+[slurm]
+read_timeout = 90
+[scheduler]
+round = "360"
+min_reset_interval = 0.5
+default_grace = "01:30"
+min_run_time = "1-00"
+`,
+			check: func(t *testing.T, c *Config) {
+				got := []time.Duration{c.Slurm.ReadTimeout, c.Scheduler.Round, c.Scheduler.MinResetInterval,
+					c.Scheduler.DefaultGrace, c.Scheduler.MinRunTime}
+				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 24 * time.Hour}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("durations %v, want %v", got, want)
+				}
+			},
+		},
+		"min_run_time follows the round when unset": {
+			toml: "[scheduler]\nround = \"20s\"\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Scheduler.EffectiveMinRunTime(); got != 40*time.Second {
+					t.Errorf("effective min_run_time = %s, want 40s", got)
+				}
+			},
+		},
+		"explicit min_run_time is kept": {
+			toml: "[scheduler]\nround = \"20s\"\nmin_run_time = \"5s\"\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Scheduler.EffectiveMinRunTime(); got != 5*time.Second {
+					t.Errorf("effective min_run_time = %s, want 5s", got)
 				}
 			},
 		},
@@ -44,6 +89,8 @@ round = "20s"
 min_reset_interval = "1m30s"
 default_grace = "5s"
 grace_signal = "USR2"
+default_preempt = "Checkpoint"
+min_run_time = "0-00:15"
 dry_run = true
 [daemon]
 state_dir = "/tmp/gs"
@@ -56,8 +103,10 @@ log_level = "debug"
 						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol", ReadTimeout: 2 * time.Minute},
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
-						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DryRun: true},
+						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
+						MinRunTime: 15 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug"},
+					Rules:  siterules.Default(),
 				}
 				if !reflect.DeepEqual(*c, want) {
 					t.Errorf("got  %+v\nwant %+v", *c, want)
@@ -76,35 +125,125 @@ log_level = "debug"
 	}
 }
 
+func TestParseSiteRules(t *testing.T) {
+	c, err := Parse([]byte(`
+[slurm]
+partitions = ["gpu", "gpu-long"]
+[limits]
+max_weight = 4
+max_grace = "5m"
+allowed_classes = ["te", "best-effort"]
+allowed_preempt = ["checkpoint", "Requeue"]
+[limits.partition.gpu-long]
+max_grace = "30m"
+allowed_preempt = []
+[limits.partition.gpu]
+max_weight = 2.5
+[entities]
+from = "user"
+allow_tag_entity = true
+[entities.account_map]
+labA = "vision"
+labB = ["nlp", "speech"]
+[weights]
+allow_tag_weight = true
+[weights.account]
+labA = 2
+labB = 0.5
+[weights.qos]
+high = 4
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := siterules.Rules{
+		Limits: siterules.Limits{MaxWeight: 4, MaxGrace: 5 * time.Minute,
+			AllowedClasses: []bridge.Class{bridge.ClassTrialAndError, bridge.ClassBestEffort},
+			AllowedPreempt: []bridge.PreemptMode{bridge.PreemptCheckpoint, bridge.PreemptRequeue}},
+		Partitions: map[string]siterules.Limits{
+			"gpu-long": {MaxGrace: 30 * time.Minute, AllowedPreempt: []bridge.PreemptMode{}},
+			"gpu":      {MaxWeight: 2.5},
+		},
+		EntitiesFrom:    siterules.EntitiesFromUser,
+		AccountEntities: map[string][]string{"labA": {"vision"}, "labB": {"nlp", "speech"}},
+		AllowTagEntity:  true,
+		AccountWeights:  map[string]float64{"labA": 2, "labB": 0.5},
+		QOSWeights:      map[string]float64{"high": 4},
+		AllowTagWeight:  true,
+	}
+	if !reflect.DeepEqual(c.Rules, want) {
+		t.Fatalf("rules\n got  %+v\n want %+v", c.Rules, want)
+	}
+	// The partition's table overrides only the keys it sets.
+	got := c.Rules.Apply(siterules.JobFacts{Partition: "gpu-long", Account: "labB",
+		Tag: bridge.Tag{Weight: 9, Grace: 20 * time.Minute, Preempt: bridge.PreemptRequeue}})
+	if got.Weight != 4 || got.Grace != 20*time.Minute || got.Preempt != bridge.PreemptUnset || got.Entity != "" {
+		t.Errorf("applied in gpu-long: %+v", got)
+	}
+}
+
 func TestParseErrorsNameTheKey(t *testing.T) {
 	tests := map[string]struct {
 		toml    string
 		wantKey string
 	}{
-		"unknown top-level key":   {`colour = "blue"`, "colour"},
-		"unknown key in section":  {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
-		"unknown section":         {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
-		"bad duration":            {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
-		"zero read timeout":       {"[slurm]\nread_timeout = \"0s\"", "slurm.read_timeout"},
-		"duration as number":      {"[scheduler]\nround = 20", "scheduler.round"},
-		"round too short":         {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
-		"negative grace":          {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
-		"negative reset interval": {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
-		"bad signal":              {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
-		"bad policy name":         {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
-		"dry_run not bool":        {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
-		"url without scheme":      {"[slurm]\nrest_url = \"ctl:6820\"", "slurm.rest_url"},
-		"bad api version":         {"[slurm]\napi_version = \"41\"", "slurm.api_version"},
-		"no partitions":           {"[slurm]\npartitions = []", "slurm.partitions"},
-		"bad partition name":      {"[slurm]\npartitions = [\"gpu one\"]", "slurm.partitions"},
-		"duplicate gpu type":      {"[cluster]\ngpu_types = [\"k80\", \"k80\"]", "cluster.gpu_types"},
-		"negative cost":           {"[cluster.cost_per_gpu_hour]\nv100 = -1.0", "cluster.cost_per_gpu_hour.v100"},
-		"cost for unlisted type":  {"[cluster]\ngpu_types = [\"k80\"]\n[cluster.cost_per_gpu_hour]\nv100 = 1.0", "cluster.cost_per_gpu_hour.v100"},
-		"bad throughput table":    {"[cluster]\nthroughputs = \"measured\"", "cluster.throughputs"},
-		"listen without port":     {"[daemon]\nlisten = \"localhost\"", "daemon.listen"},
-		"relative unix socket":    {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
-		"bad log level":           {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
-		"empty state dir":         {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
+		"unknown top-level key":    {`colour = "blue"`, "colour"},
+		"unknown key in section":   {"[scheduler]\nrounds = \"20s\"", "scheduler.rounds"},
+		"unknown section":          {"[slurmrestd]\nurl = \"x\"", "slurmrestd"},
+		"bad duration":             {"[scheduler]\nround = \"twenty\"", "scheduler.round"},
+		"zero read timeout":        {"[slurm]\nread_timeout = \"0s\"", "slurm.read_timeout"},
+		"duration as table":        {"[scheduler]\nround = {s = 20}", "scheduler.round"},
+		"negative number duration": {"[scheduler]\nround = -20", "scheduler.round"},
+		"infinite duration":        {"[scheduler]\nround = inf", "scheduler.round"},
+		"NaN duration":             {"[scheduler]\ndefault_grace = nan", "scheduler.default_grace"},
+		"absurd duration":          {"[scheduler]\nround = \"3651d\"", "scheduler.round"},
+		"bad preempt mode":         {"[scheduler]\ndefault_preempt = \"sometimes\"", "scheduler.default_preempt"},
+		"bad min run time":         {"[scheduler]\nmin_run_time = \"soon\"", "scheduler.min_run_time"},
+		"negative min run time":    {"[scheduler]\nmin_run_time = \"-1m\"", "scheduler.min_run_time"},
+		"round too short":          {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
+		"negative grace":           {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
+		"negative reset interval":  {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
+		"bad signal":               {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
+		"bad policy name":          {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
+		"dry_run not bool":         {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
+		"url without scheme":       {"[slurm]\nrest_url = \"ctl:6820\"", "slurm.rest_url"},
+		"bad api version":          {"[slurm]\napi_version = \"41\"", "slurm.api_version"},
+		"no partitions":            {"[slurm]\npartitions = []", "slurm.partitions"},
+		"bad partition name":       {"[slurm]\npartitions = [\"gpu one\"]", "slurm.partitions"},
+		"duplicate gpu type":       {"[cluster]\ngpu_types = [\"k80\", \"k80\"]", "cluster.gpu_types"},
+		"negative cost":            {"[cluster.cost_per_gpu_hour]\nv100 = -1.0", "cluster.cost_per_gpu_hour.v100"},
+		"cost for unlisted type":   {"[cluster]\ngpu_types = [\"k80\"]\n[cluster.cost_per_gpu_hour]\nv100 = 1.0", "cluster.cost_per_gpu_hour.v100"},
+		"bad throughput table":     {"[cluster]\nthroughputs = \"measured\"", "cluster.throughputs"},
+		"listen without port":      {"[daemon]\nlisten = \"localhost\"", "daemon.listen"},
+		"relative unix socket":     {"[daemon]\nlisten = \"unix:gs.sock\"", "daemon.listen"},
+		"bad log level":            {"[daemon]\nlog_level = \"verbose\"", "daemon.log_level"},
+		"empty state dir":          {"[daemon]\nstate_dir = \"\"", "daemon.state_dir"},
+		"relative state dir":       {"[daemon]\nstate_dir = \"var/gs\"", "daemon.state_dir"},
+		"dot state dir":            {"[daemon]\nstate_dir = \".\"", "daemon.state_dir"},
+		"NaN cost":                 {"[cluster.cost_per_gpu_hour]\nv100 = nan", "cluster.cost_per_gpu_hour.v100"},
+		"infinite cost":            {"[cluster.cost_per_gpu_hour]\nv100 = inf", "cluster.cost_per_gpu_hour.v100"},
+		"negative infinite cost":   {"[cluster.cost_per_gpu_hour]\nv100 = -inf", "cluster.cost_per_gpu_hour.v100"},
+		"remote plain http":        {"[slurm]\nrest_url = \"http://ctl.example:6820\"", "allow_insecure_http"},
+		"remote plain http by IP":  {"[slurm]\nrest_url = \"http://10.0.0.5:6820\"", "slurm.rest_url"},
+		"insecure http not bool":   {"[slurm]\nallow_insecure_http = \"yes\"", "slurm.allow_insecure_http"},
+		"max weight too large":     {"[limits]\nmax_weight = 1e9", "limits.max_weight"},
+		"max weight zero":          {"[limits]\nmax_weight = 0", "limits.max_weight"},
+		"max weight NaN":           {"[limits]\nmax_weight = nan", "limits.max_weight"},
+		"max grace zero":           {"[limits]\nmax_grace = \"0s\"", "limits.max_grace"},
+		"max grace bad":            {"[limits]\nmax_grace = \"long\"", "limits.max_grace"},
+		"unknown class":            {"[limits]\nallowed_classes = [\"urgent\"]", "limits.allowed_classes"},
+		"unknown preempt mode":     {"[limits]\nallowed_preempt = [\"kill\"]", "limits.allowed_preempt"},
+		"partition max weight":     {"[limits.partition.gpu]\nmax_weight = -1", "limits.partition.gpu.max_weight"},
+		"partition unknown key":    {"[limits.partition.gpu]\nmax_weigth = 2", "limits.partition.gpu.max_weigth"},
+		"partition bad class":      {"[limits.partition.gpu]\nallowed_classes = [\"x\"]", "limits.partition.gpu.allowed_classes"},
+		"unknown entity source":    {"[entities]\nfrom = \"group\"", "entities.from"},
+		"account map number":       {"[entities.account_map]\nlabA = 3", "entities.account_map"},
+		"account map empty list":   {"[entities.account_map]\nlabA = []", "entities.account_map.labA"},
+		"account map mixed list":   {"[entities.account_map]\nlabA = [\"a\", 2]", "entities.account_map"},
+		"account weight zero":      {"[weights.account]\nlabA = 0", "weights.account.labA"},
+		"qos weight infinite":      {"[weights.qos]\nhigh = inf", "weights.qos.high"},
+		"weight as string":         {"[weights.qos]\nhigh = \"4\"", "weights.qos.high"},
+		"unknown weights key":      {"[weights]\nuser = {ana = 2}", "weights.user"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -119,19 +258,158 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 	}
 }
 
+func TestRestURLTransport(t *testing.T) {
+	tests := map[string]struct {
+		toml   string
+		wantOK bool
+	}{
+		"https anywhere":               {`rest_url = "https://ctl.example:6820"`, true},
+		"http to 127.0.0.1":            {`rest_url = "http://127.0.0.1:6820"`, true},
+		"http to another loopback":     {`rest_url = "http://127.0.0.2:6820"`, true},
+		"http to localhost":            {`rest_url = "http://LOCALHOST:6820"`, true},
+		"http to ::1":                  {`rest_url = "http://[::1]:6820"`, true},
+		"http to a host":               {`rest_url = "http://ctl.example:6820"`, false},
+		"http to a name like loopback": {`rest_url = "http://127.0.0.1.example:6820"`, false},
+		"http to a host, allowed":      {"rest_url = \"http://ctl.example:6820\"\nallow_insecure_http = true", true},
+		"http to a host, not allowed":  {"rest_url = \"http://ctl.example:6820\"\nallow_insecure_http = false", false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse([]byte("[slurm]\n" + tc.toml))
+			if (err == nil) != tc.wantOK {
+				t.Errorf("err = %v, want accepted %v", err, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	tests := map[string]struct {
+		toml string
+		want []string // a fragment of each warning, in order
+	}{
+		"defaults are quiet":    {"", nil},
+		"loopback listen":       {"[daemon]\nlisten = \"127.0.0.1:9000\"", nil},
+		"localhost listen":      {"[daemon]\nlisten = \"localhost:9000\"", nil},
+		"IPv6 loopback listen":  {"[daemon]\nlisten = \"[::1]:9000\"", nil},
+		"unix socket":           {"[daemon]\nlisten = \"unix:/run/gs.sock\"", nil},
+		"every interface":       {"[daemon]\nlisten = \":9000\"", []string{"every interface"}},
+		"wildcard address":      {"[daemon]\nlisten = \"0.0.0.0:9000\"", []string{`daemon.listen "0.0.0.0:9000" is reachable from other hosts`}},
+		"host name":             {"[daemon]\nlisten = \"gpu-head:9000\"", []string{"reachable from other hosts (gpu-head)"}},
+		"says what is exposed":  {"[daemon]\nlisten = \"10.1.2.3:9000\"", []string{"PrivateData=jobs"}},
+		"allowed insecure http": {"[slurm]\nrest_url = \"http://ctl:6820\"\nallow_insecure_http = true", []string{"JWT crosses the network in clear"}},
+		"limits of a partition not scheduled": {"[limits.partition.cpu]\nmax_weight = 2",
+			[]string{`limits.partition.cpu has no effect: "cpu" is not in slurm.partitions`}},
+		"limits of a scheduled partition": {"[limits.partition.gpu]\nmax_weight = 2", nil},
+		"https is quiet":                  {"[slurm]\nrest_url = \"https://ctl:6820\"", nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.Warnings()
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %q lacks %q", got[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, mode os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte("jwt"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := map[string]struct {
+		path string
+		want []string
+	}{
+		"owner only":      {write("ok", 0o600), nil},
+		"owner read only": {write("ro", 0o400), nil},
+		"group readable":  {write("g", 0o640), []string{"mode 0640"}},
+		"world readable":  {write("o", 0o604), []string{"mode 0604"}},
+		"group writable":  {write("gw", 0o620), []string{"mode 0620"}},
+		"missing":         {filepath.Join(dir, "none"), []string{"no such file"}},
+		"directory":       {dir, []string{"is not a regular file"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := CheckTokenFile(tc.path)
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("warning %q lacks %q", got[i], w)
+				}
+			}
+		})
+	}
+	if os.Geteuid() == 0 {
+		path := write("foreign", 0o600)
+		if err := os.Chown(path, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if got := CheckTokenFile(path); len(got) != 1 || !strings.Contains(got[0], "owned by uid 4242") {
+			t.Errorf("foreign owner: warnings %q", got)
+		}
+	}
+}
+
+func TestOwnerWarning(t *testing.T) {
+	tests := map[string]struct {
+		owner, self int
+		warn        bool
+	}{
+		"root owns it":              {0, 1000, false},
+		"the daemon's user":         {1000, 1000, false},
+		"another user":              {1001, 1000, true},
+		"another user, daemon root": {1001, 0, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := ownerWarning("/jwt", tc.owner, tc.self); (got != "") != tc.warn {
+				t.Errorf("ownerWarning = %q, want a warning %v", got, tc.warn)
+			}
+		})
+	}
+}
+
 func TestSetOverrides(t *testing.T) {
 	tests := map[string]struct {
 		key, value string
 		check      func(c *Config) bool
 		wantErr    string
 	}{
-		"round":          {key: "scheduler.round", value: "20s", check: func(c *Config) bool { return c.Scheduler.Round == 20*time.Second }},
-		"partitions":     {key: "slurm.partitions", value: "a, b,,c", check: func(c *Config) bool { return reflect.DeepEqual(c.Slurm.Partitions, []string{"a", "b", "c"}) }},
-		"dry run":        {key: "scheduler.dry_run", value: "true", check: func(c *Config) bool { return c.Scheduler.DryRun }},
-		"listen":         {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
-		"bad round":      {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
-		"bad bool":       {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
-		"not overridden": {key: "slurm.user", value: "x", wantErr: "slurm.user"},
+		"round":                 {key: "scheduler.round", value: "20s", check: func(c *Config) bool { return c.Scheduler.Round == 20*time.Second }},
+		"round in bare seconds": {key: "scheduler.round", value: "360", check: func(c *Config) bool { return c.Scheduler.Round == 6*time.Minute }},
+		"round in Slurm form":   {key: "scheduler.round", value: "05:00", check: func(c *Config) bool { return c.Scheduler.Round == 5*time.Minute }},
+		"min run time":          {key: "scheduler.min_run_time", value: "0-01", check: func(c *Config) bool { return c.Scheduler.MinRunTime == time.Hour }},
+		"default preempt": {key: "scheduler.default_preempt", value: "REQUEUE",
+			check: func(c *Config) bool { return c.Scheduler.DefaultPreempt == bridge.PreemptRequeue }},
+		"negative round":      {key: "scheduler.round", value: "-5", wantErr: "scheduler.round: is negative"},
+		"bad min run time":    {key: "scheduler.min_run_time", value: "later", wantErr: "scheduler.min_run_time"},
+		"bad default preempt": {key: "scheduler.default_preempt", value: "maybe", wantErr: "scheduler.default_preempt"},
+		"partitions":          {key: "slurm.partitions", value: "a, b,,c", check: func(c *Config) bool { return reflect.DeepEqual(c.Slurm.Partitions, []string{"a", "b", "c"}) }},
+		"dry run":             {key: "scheduler.dry_run", value: "true", check: func(c *Config) bool { return c.Scheduler.DryRun }},
+		"listen":              {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
+		"bad round":           {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
+		"bad bool":            {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
+		"not overridden":      {key: "slurm.user", value: "x", wantErr: "slurm.user"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -154,7 +432,8 @@ func TestSetOverrides(t *testing.T) {
 }
 
 func TestOverridableKeysAreSettable(t *testing.T) {
-	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false"}
+	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false",
+		"scheduler.min_run_time": "10m", "scheduler.default_preempt": "requeue"}
 	for key := range Overridable {
 		c := Default()
 		v := samples[key]
@@ -198,9 +477,41 @@ func TestShippedExampleParses(t *testing.T) {
 	text := string(data)
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
-		"default_grace", "grace_signal", "dry_run", "state_dir", "listen", "log_level"} {
+		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level",
+		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "allowed_classes", "allowed_preempt",
+		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
+		"[weights.qos]", "allow_tag_weight"} {
 		if !strings.Contains(text, key) {
 			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
 		}
 	}
+}
+
+// FuzzParse checks that Parse never panics and that whatever it accepts is
+// valid: the defaults it starts from and each key's own checks must not
+// let an invalid configuration through.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"",
+		"[scheduler]\nround = \"20s\"\nmin_run_time = 90\ndefault_preempt = \"requeue\"",
+		"[slurm]\nrest_url = \"http://ctl:6820\"\nallow_insecure_http = true",
+		"[cluster.cost_per_gpu_hour]\nv100 = nan",
+		"[daemon]\nlisten = \"0.0.0.0:1\"\nstate_dir = \"/x\"",
+		"[scheduler]\ndefault_grace = \"1-00:00:00\"",
+	} {
+		f.Add([]byte(seed))
+	}
+	if data, err := os.ReadFile("../../etc/gavel-slurm.toml"); err == nil {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Parse accepted %q, which does not validate: %v", data, err)
+		}
+		c.Warnings()
+	})
 }
