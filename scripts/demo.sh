@@ -22,7 +22,7 @@ ROUND=${DEMO_ROUND:-10s}
 ROUNDS=${DEMO_ROUNDS:-3}
 LISTEN=${DEMO_LISTEN:-127.0.0.1:18390}
 POLICY=${DEMO_POLICY:-max_min_fairness_perf}
-DEMO_DIR=.local/demo
+DEMO_DIR=$PWD/.local/demo
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -79,6 +79,10 @@ scontrol = "$SCONTROL"
 policy = "$POLICY"
 round = "$ROUND"
 default_grace = "3s"
+# Jobs whose tag names no preempt= mode checkpoint (the shipped default is
+# never); no job is moved before it ran two rounds.
+default_preempt = "checkpoint"
+min_run_time = "$ROUND"
 [daemon]
 state_dir = "$DEMO_DIR/state"
 listen = "$LISTEN"
@@ -102,7 +106,8 @@ cleanup() {
 trap cleanup EXIT
 
 # A training job stand-in: counts steps, saves its count on SIGUSR1 (the
-# daemon's warning before a preemption) and resumes from it after a requeue.
+# daemon's warning before a preemption), exits, and resumes from its count
+# after the daemon requeues it (docs/preemption.md).
 SCRIPT=$SLURM_SHARED_DIR/gavel-demo-job.sh
 cat >"$SCRIPT" <<EOF
 #!/bin/bash
@@ -115,8 +120,8 @@ trap 'stop=1' USR1
 while [ \$stop -eq 0 ] && [ \$step -lt 3000 ]; do sleep 0.1; step=\$((step+1)); done
 echo \$step >"\$ckpt"
 [ \$step -ge 3000 ] && exit 0
-echo "job \$SLURM_JOB_ID saved step \$step, waiting for the requeue"
-while true; do sleep 1; done
+echo "job \$SLURM_JOB_ID saved step \$step and exits; the daemon requeues it"
+exit 0
 EOF
 chmod 755 "$SCRIPT"
 
@@ -131,9 +136,12 @@ submit() {
 
 say "Submitting a mixed workload: 8 tagged 4-GPU jobs (more than the 24 GPUs hold), one untagged job, one malformed tag"
 echo "   (Slurm may start some at once; the daemon takes over from its first round)"
-for model in resnet50-bs64 transformer-bs64 a3c lm-bs20 resnet18-bs128 cyclegan recommendation-bs512 resnet50-bs64; do
+echo "   preemption modes: the site default (checkpoint), one job preempt=never, one preempt=requeue"
+for model in resnet50-bs64 transformer-bs64 a3c lm-bs20 resnet18-bs128 cyclegan; do
   submit --gres=gpu:4 --comment="gavel: model=$model steps=3000"
 done
+submit --gres=gpu:4 --comment="gavel: model=recommendation-bs512 steps=3000 preempt=never"
+submit --gres=gpu:4 --comment="gavel: model=resnet50-bs64 steps=3000 preempt=requeue"
 submit --gres=gpu:1 --comment="an ordinary job, left to Slurm"
 submit --gres=gpu:1 --comment="gavel: model=a3c steps=lots"
 

@@ -144,6 +144,7 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
 		GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
 		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
+		Rules: cfg.Rules,
 	}
 }
 

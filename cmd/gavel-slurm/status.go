@@ -80,15 +80,19 @@ func fetchStatus(server string) ([]byte, error) {
 // and one for the round.
 func renderStatus(w io.Writer, st api.Status) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOBID\tUSER\tMODEL\tGPUS\tTYPE\tALLOC\tRECEIVED\tSTATE\tREASON")
+	fmt.Fprintln(tw, "JOBID\tUSER\tMODEL\tGPUS\tTYPE\tALLOC\tRECEIVED\tSTATE\tPREEMPT\tREASON")
 	for _, j := range st.Jobs {
 		model := j.Model
 		if !j.Managed {
 			model = "(unmanaged)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+		reason := j.Reason
+		if j.Grace != "" {
+			reason = j.Grace + "; " + reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			orDash(j.JobID), orDash(j.User), orDash(model), j.GPUs, orDash(j.GPUType),
-			formatShares(j.Allocation), formatReceived(j.Received), orDash(j.State), orDash(j.Reason))
+			formatShares(j.Allocation), formatReceived(j.Received), orDash(j.State), orDash(j.Preempt), orDash(reason))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -17,7 +17,7 @@ func statusFixture() api.Status {
 		Round: api.Round{Number: 12, Policy: "max_min_fairness_perf", LengthSeconds: 20, DurationSeconds: 0.0423, ActionsSent: 3},
 		Jobs: []api.JobStatus{
 			{JobID: "101", User: "ana", Model: "ResNet-50", Managed: true, State: "RUNNING", GPUType: "v100", GPUs: 4,
-				Reason: "lease extended on v100", Allocation: map[string]float64{"v100": 0.75, "k80": 0.25, "p100": 0},
+				Reason: "lease extended on v100", Preempt: "checkpoint", Allocation: map[string]float64{"v100": 0.75, "k80": 0.25, "p100": 0},
 				Received: map[string]float64{"v100": 300, "k80": 60.4}},
 			{JobID: "102", User: "bo", Managed: false, State: "PENDING", GPUs: 1, Reason: "no gavel: tag in --comment"},
 		},
@@ -56,9 +56,9 @@ func TestStatusTable(t *testing.T) {
 		line   int
 		fields []string
 	}{
-		{0, []string{"JOBID", "USER", "MODEL", "GPUS", "TYPE", "ALLOC", "RECEIVED", "STATE", "REASON"}},
-		{1, []string{"101", "ana", "ResNet-50", "4", "v100", "k80:0.25,v100:0.75", "k80:1m0s,v100:5m0s", "RUNNING", "lease", "extended", "on", "v100"}},
-		{2, []string{"102", "bo", "(unmanaged)", "1", "-", "-", "-", "PENDING", "no", "gavel:", "tag", "in", "--comment"}},
+		{0, []string{"JOBID", "USER", "MODEL", "GPUS", "TYPE", "ALLOC", "RECEIVED", "STATE", "PREEMPT", "REASON"}},
+		{1, []string{"101", "ana", "ResNet-50", "4", "v100", "k80:0.25,v100:0.75", "k80:1m0s,v100:5m0s", "RUNNING", "checkpoint", "lease", "extended", "on", "v100"}},
+		{2, []string{"102", "bo", "(unmanaged)", "1", "-", "-", "-", "PENDING", "-", "no", "gavel:", "tag", "in", "--comment"}},
 	}
 	for _, w := range wantRows {
 		if got := strings.Fields(lines[w.line]); strings.Join(got, "|") != strings.Join(w.fields, "|") {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
@@ -49,6 +50,9 @@ type Settings struct {
 	// DefaultPreempt is how jobs whose tag names no preempt= mode take
 	// preemption; unset means never (safe: nothing is stopped).
 	DefaultPreempt bridge.PreemptMode
+	// Rules are the site's bounds on what a tag may set (weight, grace,
+	// class, preemption mode) and where entities and weights come from.
+	Rules siterules.Rules
 	// MinRunTime is the least time a job runs (since it started, or since
 	// the daemon first saw it running) before it may be preempted.
 	MinRunTime time.Duration
@@ -79,8 +83,16 @@ type jobState struct {
 	received map[string]float64
 	decision string
 	reason   string
-	// mode is the preemption mode the tag asks for (unset: the site's).
+	// mode is the preemption mode the tag asks for and the site allows
+	// (unset: the site's default).
 	mode bridge.PreemptMode
+	// weight, entity and grace are the tag's values as the site's rules
+	// let them stand (grace 0: the default); notes say what the rules
+	// changed, for status.
+	weight float64
+	entity string
+	grace  time.Duration
+	notes  []string
 	// ledger is what the daemon did to the job (holds, preemption).
 	ledger
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps

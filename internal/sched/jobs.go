@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
@@ -96,7 +97,9 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	if js.scale != 0 {
 		return // already in the mechanism
 	}
-	js.tag, js.scale, js.mode = j.Tag, j.GPUs, j.Tag.Preempt
+	js.tag, js.scale = j.Tag, j.GPUs
+	eff := c.set.Rules.Apply(siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag})
+	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
 	js.model, js.throughputs, js.source = c.rates(j)
 	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on

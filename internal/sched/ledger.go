@@ -130,8 +130,8 @@ func (c *Core) graceOf(js *jobState) time.Duration {
 	if c.modeOf(js) == bridge.PreemptRequeue {
 		return 0
 	}
-	if js.tag.Grace > 0 {
-		return js.tag.Grace
+	if js.grace > 0 {
+		return js.grace
 	}
 	return c.set.DefaultGrace
 }

@@ -24,7 +24,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		if js.scale == 0 {
 			continue
 		}
-		weight := js.tag.Weight
+		weight := js.weight
 		if weight <= 0 {
 			weight = 1
 		}
@@ -37,7 +37,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		}
 		job := policy.Job{
 			ID: id, Throughputs: rates, ScaleFactor: js.scale, Weight: weight,
-			TimeSinceStart: since, Arrival: seconds(js.firstSeen), Entity: js.tag.Entity,
+			TimeSinceStart: since, Arrival: seconds(js.firstSeen), Entity: js.entity,
 		}
 		if js.tag.Steps > 0 {
 			job.StepsRemaining = float64(js.tag.Steps)
@@ -48,8 +48,8 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		// Isolated time (Themis' C_i) needs measured progress; without it
 		// the job's time in the system is the best available stand-in.
 		job.IsolatedTime = since
-		if js.tag.Entity != "" {
-			entities[js.tag.Entity] = policy.Entity{Weight: 1}
+		if js.entity != "" {
+			entities[js.entity] = policy.Entity{Weight: 1}
 		}
 		p.Jobs = append(p.Jobs, job)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
@@ -249,5 +250,32 @@ func TestPackingPoliciesAreRefused(t *testing.T) {
 	_, err := NewCore(set, TableEstimator{Table: table})
 	if err == nil || !strings.Contains(err.Error(), "pairs") {
 		t.Errorf("packing policy accepted: %v", err)
+	}
+}
+
+// Users do not set their own share: the site's limits clamp a tag's
+// weight and grace, entities come from Slurm accounts, and status says
+// what was changed.
+func TestSiteRulesBoundWhatTagsSet(t *testing.T) {
+	set := settings()
+	set.Rules = siterules.Default()
+	c := newCore(t, set)
+	greedy := pending(1, tag+" weight=1000000 grace=520w entity=otherlab")
+	greedy.Account, greedy.User = "mylab", "ana"
+	plain := pending(2, tag)
+	plain.Account, plain.User = "mylab", "bob"
+	res := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, greedy, plain), epoch, c.Solve)
+	js := c.jobs["1"]
+	if js.weight != siterules.DefaultMaxWeight || js.entity != "mylab" || c.graceOf(js) != siterules.DefaultMaxGrace {
+		t.Errorf("weight %v, entity %q, grace %v; want the site's bounds and the account", js.weight, js.entity, c.graceOf(js))
+	}
+	reason := res.View.Jobs[0].Reason
+	for _, want := range []string{"weight", "grace", "entity=otherlab ignored"} {
+		if !strings.Contains(reason, want) {
+			t.Errorf("reason %q does not say what happened to %s", reason, want)
+		}
+	}
+	if p := c.problem(nil, epoch); p.Jobs[0].Weight != siterules.DefaultMaxWeight || p.Jobs[0].Entity != "mylab" {
+		t.Errorf("the policy sees weight %v, entity %q", p.Jobs[0].Weight, p.Jobs[0].Entity)
 	}
 }

@@ -144,6 +144,9 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			res.Managed++
 			jv.Managed, jv.Model = true, s.model
 			jv.Decision, jv.Reason = s.decision, s.reason
+			for _, n := range s.notes {
+				jv.Reason += "; " + n
+			}
 			jv.Allocation = alloc[s.id]
 			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
 			jv.ThroughputSource = s.source
