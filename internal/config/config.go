@@ -104,8 +104,9 @@ type Scheduler struct {
 	// preemption.
 	DefaultPreempt bridge.PreemptMode
 	// MinRunTime is the least time a job runs before it may be
-	// preempted; 0 means twice the round (see EffectiveMinRunTime), so
-	// that the value follows a --round given on the command line.
+	// preempted; DeriveMinRunTime (the default) means twice the round
+	// (see EffectiveMinRunTime), so that the value follows a --round given
+	// on the command line. 0 lets any round stop any job.
 	MinRunTime time.Duration
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
@@ -116,11 +117,15 @@ type Scheduler struct {
 // amortize its start-up (loading data, restoring a checkpoint) before it
 // can be stopped again.
 func (s Scheduler) EffectiveMinRunTime() time.Duration {
-	if s.MinRunTime > 0 {
+	if s.MinRunTime >= 0 {
 		return s.MinRunTime
 	}
 	return 2 * s.Round
 }
+
+// DeriveMinRunTime marks a minimum run time the configuration leaves
+// unset: twice the round.
+const DeriveMinRunTime time.Duration = -1
 
 // Daemon holds the process's own settings.
 type Daemon struct {
@@ -159,6 +164,7 @@ func Default() Config {
 			// Never stopping a running job is the only mode that is safe
 			// for jobs that cannot checkpoint; sites opt in to more.
 			DefaultPreempt: bridge.PreemptNever,
+			MinRunTime:     DeriveMinRunTime,
 		},
 		Daemon: Daemon{
 			StateDir: "/var/lib/gavel-slurm",
@@ -594,7 +600,7 @@ func (c *Config) Validate() error {
 	if m, err := bridge.ParsePreemptMode(string(c.Scheduler.DefaultPreempt)); err != nil || m != c.Scheduler.DefaultPreempt {
 		bad("scheduler.default_preempt", "%q is not one of checkpoint, requeue, never", c.Scheduler.DefaultPreempt)
 	}
-	if c.Scheduler.MinRunTime < 0 {
+	if c.Scheduler.MinRunTime < 0 && c.Scheduler.MinRunTime != DeriveMinRunTime {
 		bad("scheduler.min_run_time", "%s is negative", c.Scheduler.MinRunTime)
 	}
 

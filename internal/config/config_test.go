@@ -26,7 +26,7 @@ func TestParseValues(t *testing.T) {
 				if c.Scheduler.DefaultPreempt != bridge.PreemptNever {
 					t.Errorf("default_preempt = %q, want never", c.Scheduler.DefaultPreempt)
 				}
-				if c.Scheduler.MinRunTime != 0 || c.Scheduler.EffectiveMinRunTime() != 12*time.Minute {
+				if c.Scheduler.MinRunTime != DeriveMinRunTime || c.Scheduler.EffectiveMinRunTime() != 12*time.Minute {
 					t.Errorf("min_run_time = %s (effective %s), want unset and twice the round",
 						c.Scheduler.MinRunTime, c.Scheduler.EffectiveMinRunTime())
 				}
@@ -514,4 +514,23 @@ func FuzzParse(f *testing.F) {
 		}
 		c.Warnings()
 	})
+}
+
+// An explicit 0 turns the minimum run time off; leaving the key out
+// derives it from the round.
+func TestMinRunTimeZeroMeansNone(t *testing.T) {
+	c, err := Parse([]byte("[scheduler]\nround = \"20s\"\nmin_run_time = \"0s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Scheduler.EffectiveMinRunTime(); got != 0 {
+		t.Errorf("min_run_time = 0s gives %v", got)
+	}
+	c, err = Parse([]byte("[scheduler]\nround = \"20s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Scheduler.EffectiveMinRunTime(); got != 40*time.Second {
+		t.Errorf("unset min_run_time gives %v, want twice the round", got)
+	}
 }

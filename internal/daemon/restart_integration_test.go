@@ -143,6 +143,8 @@ user = %q
 scontrol = %q
 [scheduler]
 default_grace = "1s"
+default_preempt = "checkpoint"
+min_run_time = "0s"
 `, env.URL, os.Getenv("SLURM_JWT_FILE"), env.UserName, env.ScontrolPath)), 0o600)
 	if err != nil {
 		t.Fatal(err)
