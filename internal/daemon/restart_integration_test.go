@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,8 @@ func startDaemon(t *testing.T, bin string, args ...string) *daemonProcess {
 			var l logLine
 			if json.Unmarshal(sc.Bytes(), &l) == nil {
 				p.lines <- l
+			} else {
+				t.Logf("daemon: %s", sc.Bytes())
 			}
 		}
 	}()
@@ -232,5 +235,88 @@ min_run_time = "0s"
 	}
 	if total == 0 {
 		t.Error("no job was requeued: the test did not exercise preemption across the restart")
+	}
+}
+
+// The daemon is killed with SIGKILL right after it sent a grace signal;
+// the job's script saves and exits while no daemon runs (COMPLETED in
+// Slurm). The restarted daemon recognises the journaled signal, does not
+// send it again, and requeues the job: it is pending or running again,
+// not left finished.
+func TestSIGKILLDuringAGracePeriodLosesNoJob(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	bin := buildBinary(t)
+	part := ownPartition(t, env, "k80-2")
+	for _, model := range []string{"resnet50-bs64", "a3c"} {
+		env.Submit(t, kindScript(env, scriptKinds["trap-exit-0"]), "--partition="+part,
+			"--gres=gpu:4", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model="+model+" preempt=checkpoint")
+	}
+	stateDir := t.TempDir()
+	config := filepath.Join(t.TempDir(), "gavel-slurm.toml")
+	err := os.WriteFile(config, []byte(fmt.Sprintf(`[slurm]
+rest_url = %q
+token_file = %q
+user = %q
+scontrol = %q
+[scheduler]
+default_grace = "30s"
+min_run_time = "0s"
+`, env.URL, os.Getenv("SLURM_JWT_FILE"), env.UserName, env.ScontrolPath)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", freeAddr(t)}
+
+	first := startDaemon(t, bin, args...)
+	signalled := first.waitFor(t, 90*time.Second, "a grace signal", func(l logLine) bool {
+		return l.Message == "action" && strings.HasPrefix(l.Action, "signal job ")
+	})
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	var victim int
+	fmt.Sscanf(signalled.Action, "signal job %d", &victim)
+	env.WaitFor(t, victim, "finished after its checkpoint", 20*time.Second, func(j slurmtest.Job) bool { return j.HasState("COMPLETED") })
+
+	second := startDaemon(t, bin, args...)
+	var j slurmtest.Job
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		j = env.Job(t, victim)
+		if (j.HasState("PENDING") || j.HasState("RUNNING")) && j.RestartCount >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d not requeued after the restart: %v, %d restarts", victim, j.State, j.RestartCount)
+		}
+	}
+	t.Logf("job %d after the restart: %v, %d restarts", victim, j.State, j.RestartCount)
+	second.waitFor(t, 30*time.Second, "a round after the requeue", func(l logLine) bool { return l.Message == "round" })
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = second.cmd.Wait()
+
+	st, err := store.Open(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.Recent(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signals := 0
+	for _, e := range entries {
+		var a Action
+		if json.Unmarshal(e.Payload, &a) == nil && a.Kind == bridge.ActSignal && int(a.Job) == victim && a.Restarts == 0 {
+			signals++
+		}
+	}
+	if signals != 1 {
+		t.Errorf("job %d got %d grace signals for its first run, want 1", victim, signals)
+	}
+	if j := env.Job(t, victim); j.HasState("COMPLETED") || j.HasState("FAILED") {
+		t.Errorf("job %d ended %v", victim, j.State)
 	}
 }
