@@ -52,6 +52,10 @@ type Config struct {
 	// after having run before (moved to other GPUs, or resumed after
 	// waiting). Lease extensions cost nothing. The paper's simulations use 0.
 	PreemptionOverhead float64
+	// MaxTime is the simulated time (seconds) after which a run stops
+	// with an error instead of running on (0: ten years), so a job of
+	// absurd length cannot make a run last forever.
+	MaxTime float64
 	// MinRunTime is the least time (seconds) a job runs after a start
 	// before the mechanism may stop it (the daemon's scheduler.min_run_time;
 	// 0, the reference behaviour, lets every round move any job).
@@ -154,6 +158,8 @@ func (c *Config) validate() ([]string, error) {
 		return nil, fmt.Errorf("minimum reset interval %v s: must be >= 0", c.MinResetInterval)
 	case c.PreemptionOverhead < 0 || !finite(c.PreemptionOverhead) || c.PreemptionOverhead >= c.RoundSeconds:
 		return nil, fmt.Errorf("preemption overhead %v s: must be >= 0 and shorter than a round (%v s)", c.PreemptionOverhead, c.RoundSeconds)
+	case c.MaxTime < 0 || !finite(c.MaxTime):
+		return nil, fmt.Errorf("maximum simulated time %v s: must be >= 0", c.MaxTime)
 	case c.MinRunTime < 0 || !finite(c.MinRunTime):
 		return nil, fmt.Errorf("minimum run time %v s: must be >= 0", c.MinRunTime)
 	case c.MaxActive < 0:

@@ -153,8 +153,20 @@ func (s *simulator) done() bool {
 	return len(s.active) == 0 && s.peek() == nil
 }
 
+// defaultMaxTime bounds a run's simulated time when Config.MaxTime is 0.
+const defaultMaxTime = 10 * 365 * 24 * 3600.0
+
 func (s *simulator) loop() error {
+	limit := s.cfg.MaxTime
+	if limit == 0 {
+		limit = defaultMaxTime
+	}
 	for !s.done() {
+		if s.now > limit {
+			return fmt.Errorf("simulated time passed %.0f s (%.1f years) with %d jobs still in the system: "+
+				"a job is far longer than the cluster can run (check its steps), or set a larger limit",
+				limit, limit/(365*24*3600), len(s.active))
+		}
 		switch {
 		case len(s.tasks) > 0:
 			if err := s.completeRound(); err != nil {

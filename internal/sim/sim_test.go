@@ -397,3 +397,14 @@ func TestPackedPolicyRuns(t *testing.T) {
 		}
 	}
 }
+
+// A job of absurd length stops the run with an error instead of running
+// forever.
+func TestRunStopsAtMaxTime(t *testing.T) {
+	cfg := toyConfig(t, map[string]int{"v100": 1})
+	cfg.MaxTime = 3600
+	_, err := Run(cfg, Jobs{mkjob("one", 9223372036854775807, 0)}.Source())
+	if err == nil || !strings.Contains(err.Error(), "simulated time passed") {
+		t.Errorf("err = %v", err)
+	}
+}
