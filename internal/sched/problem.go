@@ -1,55 +1,59 @@
 package sched
 
 import (
+	"math"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
-// problem builds the policy's input from the managed jobs.
-func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
-	p := &policy.Problem{GPUs: map[string]int{}, Costs: map[string]float64{}}
-	for _, s := range c.cluster {
-		p.GPUs[s.Type] += s.GPUs
-	}
-	for t := range p.GPUs {
-		if v, ok := c.set.CostPerGPUHour[t]; ok {
-			p.Costs[t] = v
-		}
-	}
+// JobInput is what the policies need of one job, as the daemon and the
+// simulator both know it. Times are seconds on one clock.
+type JobInput struct {
+	ID          string
+	Throughputs map[string]float64
+	ScaleFactor int
+	// Weight 0 means 1.
+	Weight  float64
+	Arrival float64
+	// StepsRemaining 0 means unknown.
+	StepsRemaining float64
+	// Deadline is the absolute time by which the job should finish; 0
+	// means none.
+	Deadline float64
+	Entity   string
+	// IsolatedTime is Themis' C_i.
+	IsolatedTime float64
+}
+
+// BuildProblem is the policy's input for jobs at time now on a cluster
+// with gpus GPUs of each type: the one place that decides how a job's
+// facts become an LP's row, shared by the daemon and the simulator.
+// Only the types with GPUs are offered to the policy; a deadline already
+// missed asks for the fastest finish (1 s) rather than a negative one;
+// every named entity takes part with weight 1.
+func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jobs []JobInput) *policy.Problem {
+	p := &policy.Problem{GPUs: gpus, Costs: costs, Jobs: make([]policy.Job, 0, len(jobs))}
 	entities := map[string]policy.Entity{}
-	for _, id := range c.order {
-		js := c.jobs[id]
-		if js.scale == 0 {
-			continue
+	for _, in := range jobs {
+		rates := make(map[string]float64, len(gpus))
+		for t := range gpus {
+			rates[t] = in.Throughputs[t]
 		}
-		weight := js.weight
+		weight := in.Weight
 		if weight <= 0 {
 			weight = 1
 		}
-		since := now.Sub(js.firstSeen).Seconds()
-		// Estimates cover every known type; the policy sees the types
-		// with GPUs for managed jobs now.
-		rates := make(map[string]float64, len(p.GPUs))
-		for t := range p.GPUs {
-			rates[t] = js.throughputs[t]
+		since := now - in.Arrival
+		job := policy.Job{ID: in.ID, Throughputs: rates, ScaleFactor: in.ScaleFactor, Weight: weight,
+			StepsRemaining: in.StepsRemaining, TimeSinceStart: since, Arrival: in.Arrival,
+			IsolatedTime: in.IsolatedTime, Entity: in.Entity}
+		if in.Deadline > 0 {
+			job.SLO = math.Max(in.Deadline-now, 1)
 		}
-		job := policy.Job{
-			ID: id, Throughputs: rates, ScaleFactor: js.scale, Weight: weight,
-			TimeSinceStart: since, Arrival: seconds(js.firstSeen), Entity: js.entity,
-		}
-		if js.tag.Steps > 0 {
-			job.StepsRemaining = float64(js.tag.Steps)
-		}
-		if js.tag.SLO > 0 {
-			job.SLO = max(js.tag.SLO.Seconds()-since, 1)
-		}
-		// Isolated time (Themis' C_i) needs measured progress; without it
-		// the job's time in the system is the best available stand-in.
-		job.IsolatedTime = since
-		if js.entity != "" {
-			entities[js.entity] = policy.Entity{Weight: 1}
+		if in.Entity != "" {
+			entities[in.Entity] = policy.Entity{Weight: 1}
 		}
 		p.Jobs = append(p.Jobs, job)
 	}
@@ -57,4 +61,35 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		p.Entities = entities
 	}
 	return p
+}
+
+// problem builds the policy's input from the managed jobs.
+func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
+	gpus := map[string]int{}
+	for _, s := range c.cluster {
+		gpus[s.Type] += s.GPUs
+	}
+	costs := map[string]float64{}
+	for t := range gpus {
+		if v, ok := c.set.CostPerGPUHour[t]; ok {
+			costs[t] = v
+		}
+	}
+	var jobs []JobInput
+	for _, id := range c.order {
+		js := c.jobs[id]
+		if js.scale == 0 {
+			continue
+		}
+		// Isolated time (Themis' C_i) needs measured progress; without it
+		// the job's time in the system is the best available stand-in.
+		in := JobInput{ID: id, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
+			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(js.tag.Steps),
+			IsolatedTime: now.Sub(js.firstSeen).Seconds()}
+		if js.tag.SLO > 0 {
+			in.Deadline = seconds(js.firstSeen.Add(js.tag.SLO))
+		}
+		jobs = append(jobs, in)
+	}
+	return BuildProblem(gpus, costs, seconds(now), jobs)
 }

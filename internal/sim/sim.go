@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -533,27 +534,18 @@ func (s *simulator) findPair(key string) *pair { return s.pairByKey[key] }
 // and installs the allocation.
 func (s *simulator) reset() error {
 	n := len(s.active)
-	prob := &policy.Problem{GPUs: s.cfg.GPUs, Costs: s.cfg.Costs, Jobs: make([]policy.Job, n)}
+	inputs := make([]sched.JobInput, n)
 	for i, j := range s.active {
 		s.accrueIsolated(j, n)
-		slo := 0.0
+		inputs[i] = sched.JobInput{ID: j.key, Throughputs: j.tputs, ScaleFactor: j.spec.ScaleFactor,
+			Weight: j.spec.Priority, Arrival: j.spec.Arrival, StepsRemaining: j.remaining, IsolatedTime: j.isoTime}
 		if j.spec.SLO > 0 {
-			// A deadline already missed cannot be met; ask for the
-			// fastest finish instead of passing a negative deadline.
-			slo = math.Max(j.spec.Arrival+j.spec.SLO-s.now, 1)
-		}
-		prob.Jobs[i] = policy.Job{
-			ID:             j.key,
-			Throughputs:    j.tputs,
-			ScaleFactor:    j.spec.ScaleFactor,
-			Weight:         j.spec.Priority,
-			StepsRemaining: j.remaining,
-			TimeSinceStart: s.now - j.spec.Arrival,
-			IsolatedTime:   j.isoTime,
-			Arrival:        j.spec.Arrival,
-			SLO:            slo,
+			inputs[i].Deadline = j.spec.Arrival + j.spec.SLO
 		}
 	}
+	// The daemon's problem builder, so both give the policies the same
+	// input for the same jobs.
+	prob := sched.BuildProblem(s.cfg.GPUs, s.cfg.Costs, s.now, inputs)
 	for i, j := range s.active {
 		j.isoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
 	}
