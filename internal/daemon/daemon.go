@@ -50,6 +50,12 @@ type Deps struct {
 // Daemon is the I/O shell around Core.
 type Daemon struct {
 	Deps
+	// journal and out are where the daemon's writes go: the store and
+	// Slurm, or their dry-run stand-ins (sender.go).
+	journal journal
+	out     bridge.Actuator
+	// sentLabel is the metrics label of an action handed to out.
+	sentLabel string
 	// failedSnapshots counts consecutive rounds without a usable view.
 	failedSnapshots int
 }
@@ -92,7 +98,11 @@ func New(deps Deps) (*Daemon, error) {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
 	deps.Core.RestoreJournal(journalEntries(entries), restored)
-	return &Daemon{Deps: deps}, nil
+	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent"}
+	if deps.DryRun {
+		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
+	}
+	return d, nil
 }
 
 // Run runs rounds until ctx is done. Between rounds it wakes when a grace
@@ -296,18 +306,11 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 	if len(actions) == 0 {
 		return 0, 0, true
 	}
-	if d.DryRun {
-		for _, a := range actions {
-			d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", true).Msg("action")
-			d.count(a, "dry_run")
-		}
-		return len(actions), 0, true
-	}
 	specs := make([]store.IntentSpec, len(actions))
 	for i, a := range actions {
 		specs[i] = store.IntentSpec{JobID: a.Job.String(), Kind: string(a.Kind), Payload: a}
 	}
-	entries, err := d.Store.Intents(round, specs, d.Clock.Now())
+	entries, err := d.journal.Intents(round, specs, d.Clock.Now())
 	if err != nil {
 		// Without journal entries a crash could lose or repeat the
 		// actions: send none this round.
@@ -349,12 +352,12 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 			// A delivered signal leaves no trace in Slurm for
 			// reconciliation to find: record it durably now, or a crash
 			// before the round's outcomes are written would send it again.
-			if err := d.Store.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
+			if err := d.journal.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
 				d.Log.Error().Err(err).Msg("journal update failed")
 			}
 		}
-		d.count(a, "sent")
-		d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Msg("action")
+		d.count(a, d.sentLabel)
+		d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", d.DryRun).Msg("action")
 		return ""
 	}
 
@@ -369,7 +372,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		for k, i := range batch {
 			batched[k] = actions[i].Action
 		}
-		errs := d.Slurm.(bridge.BatchActuator).ApplyBatch(ctx, batched)
+		errs := d.out.(bridge.BatchActuator).ApplyBatch(ctx, batched)
 		for k, i := range batch {
 			settle(i, errs[k])
 		}
@@ -387,7 +390,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 						outcomes[i].Err = "not sent: an earlier action for the job failed: " + broken
 						continue
 					}
-					broken = settle(i, d.Slurm.Apply(ctx, actions[i].Action))
+					broken = settle(i, d.out.Apply(ctx, actions[i].Action))
 				}
 			}
 		}()
@@ -397,7 +400,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 	}
 	close(jobs)
 	wg.Wait()
-	if err := d.Store.Settle(outcomes, d.Clock.Now()); err != nil {
+	if err := d.journal.Settle(outcomes, d.Clock.Now()); err != nil {
 		// The entries stay pending; the next round's reconciliation
 		// finds their effects in Slurm and settles them.
 		d.Log.Error().Err(err).Msg("journal update failed")
@@ -411,7 +414,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 // the round. It returns the remaining jobs and the batched actions'
 // indices.
 func (d *Daemon) splitBatch(actions []Action, order []bridge.JobID, byJob map[bridge.JobID][]int) ([]bridge.JobID, []int) {
-	if _, ok := d.Slurm.(bridge.BatchActuator); !ok {
+	if _, ok := d.out.(bridge.BatchActuator); !ok {
 		return order, nil
 	}
 	var rest []bridge.JobID
@@ -434,7 +437,7 @@ func (d *Daemon) count(a Action, result string) {
 
 // reconcile settles the intents a crash left pending, against snap.
 func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled, resent int) {
-	pending, err := d.Store.Pending()
+	pending, err := d.journal.Pending()
 	if err != nil {
 		d.Log.Error().Err(err).Msg("read journal")
 		return 0, 0
@@ -450,26 +453,22 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 		log := d.Log.Info().Uint64("seq", r.Entry.Seq).Str("action", r.Action.Action.String()).Str("verdict", string(r.Verdict)).Str("why", r.Why)
 		switch r.Verdict {
 		case VerdictDone:
-			err = d.Store.MarkDone(r.Entry.Seq, now)
+			err = d.journal.MarkDone(r.Entry.Seq, now)
 		case VerdictFail:
 			broken[r.Action.Job] = true
-			err = d.Store.MarkFailed(r.Entry.Seq, r.Why, now)
+			err = d.journal.MarkFailed(r.Entry.Seq, r.Why, now)
 		case VerdictResend:
-			if d.DryRun {
-				log.Bool("dry_run", true).Msg("reconcile")
-				continue
-			}
-			if err = d.Store.MarkResent(r.Entry.Seq, now); err != nil {
+			if err = d.journal.MarkResent(r.Entry.Seq, now); err != nil {
 				break
 			}
 			resent++
-			if sendErr := d.Slurm.Apply(ctx, r.Action.Action); sendErr != nil {
+			if sendErr := d.out.Apply(ctx, r.Action.Action); sendErr != nil {
 				broken[r.Action.Job] = true
 				d.count(r.Action, "failed")
-				err = d.Store.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
+				err = d.journal.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
 			} else {
-				d.count(r.Action, "sent")
-				err = d.Store.MarkDone(r.Entry.Seq, now)
+				d.count(r.Action, d.sentLabel)
+				err = d.journal.MarkDone(r.Entry.Seq, now)
 			}
 		}
 		if err != nil {

@@ -338,7 +338,7 @@ func TestUnjournaledRoundLeavesNoPreemptionBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reopened.Close() })
-	h.store, h.d.Store = reopened, reopened
+	h.store, h.d.Store, h.d.journal = reopened, reopened, reopened
 	h.clock.now = h.clock.now.Add(time.Second)
 	n := len(h.slurm.Applied())
 	h.d.RunRound(context.Background())
