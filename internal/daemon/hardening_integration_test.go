@@ -1,0 +1,89 @@
+//go:build integration
+
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
+	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+)
+
+// Most of the jobs the daemon manages leave Slurm's answer at once, as
+// when their owner cancels them right after a round and Slurm forgets
+// them (MinJobAge is shorter than the default round). The daemon reads
+// again, sees the same jobs gone, and goes on scheduling the others
+// instead of skipping every later round.
+func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	part := ownPartition(t, env, "k80-1")
+	var live []int
+	for range 2 {
+		live = append(live, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
+	}
+	// The state of an earlier run that managed five more jobs, which
+	// Slurm no longer knows.
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var gone []store.JobRecord
+	for i := range 5 {
+		gone = append(gone, store.JobRecord{JobID: fmt.Sprint(4_000_000 + i), FirstSeen: time.Now().Add(-time.Hour),
+			Received: map[string]float64{"k80": 600}, HeldByDaemon: true, UpdatedAt: time.Now().Add(-time.Minute)})
+	}
+	if err := st.PutJobs(gone); err != nil {
+		t.Fatal(err)
+	}
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 4 * time.Second,
+		DefaultGrace: time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
+	core, err := NewCore(set, sched.TableEstimator{Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	board := &api.Board{}
+	d, err := New(Deps{Core: core, Slurm: restClient(t, env, env.URL, part), Store: st, Board: board,
+		Log: zerolog.New(io.Discard), Clock: SystemClock{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		if rep := d.RunRound(context.Background()); rep.Skipped != "" {
+			t.Fatalf("round %d skipped: %s", round+1, rep.Skipped)
+		}
+		time.Sleep(time.Second)
+	}
+	records, err := st.Jobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range gone {
+		if _, kept := records[r.JobID]; kept {
+			t.Errorf("job %s that Slurm forgot is still tracked", r.JobID)
+		}
+	}
+	for _, id := range live {
+		if j := findJob(t, board.Status(), id); !j.Managed {
+			t.Errorf("job %d is not scheduled: %s", id, j.Reason)
+		}
+	}
+	if board.Health() != nil {
+		t.Errorf("unhealthy: %v", board.Health())
+	}
+}
