@@ -79,7 +79,7 @@ func (a *adapterV0041) jobs(ctx context.Context) ([]rawJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, priorities, err := parseJobsReply(rsp, api.ParseSlurmV0041GetJobsResponse)
+	r, extra, err := parseJobsReply[api.V0041JobInfo](rsp, api.ParseSlurmV0041GetJobsResponse)
 	if err != nil {
 		return nil, err
 	}
@@ -89,11 +89,13 @@ func (a *adapterV0041) jobs(ctx context.Context) ([]rawJob, error) {
 	if err := errorsV0041(r.StatusCode(), r.JSON200.Errors); err != nil {
 		return nil, err
 	}
-	out := make([]rawJob, 0, len(r.JSON200.Jobs))
+	out := make([]rawJob, 0, len(r.JSON200.Jobs)+len(extra.unreadable))
 	for _, j := range r.JSON200.Jobs {
 		raw := rawJob{
 			ID:          int64(deref(j.JobId)),
 			User:        deref(j.UserName),
+			Account:     deref(j.Account),
+			QOS:         deref(j.Qos),
 			Name:        deref(j.Name),
 			Partition:   deref(j.Partition),
 			Reason:      deref(j.StateReason),
@@ -106,7 +108,7 @@ func (a *adapterV0041) jobs(ctx context.Context) ([]rawJob, error) {
 		}
 		raw.NodeCount, _ = uint32V0041(j.NodeCount)
 		raw.Priority, raw.PrioritySet = uint32V0041(j.Priority)
-		if p, ok := priorities[raw.ID]; ok {
+		if p, ok := extra.priorities[raw.ID]; ok {
 			raw.Priority = p
 		}
 		raw.SubmitTime, _ = uint64V0041(j.SubmitTime)
@@ -126,7 +128,7 @@ func (a *adapterV0041) jobs(ctx context.Context) ([]rawJob, error) {
 		}
 		out = append(out, raw)
 	}
-	return out, nil
+	return append(out, extra.unreadable...), nil
 }
 
 func (a *adapterV0041) update(ctx context.Context, job int64, u jobUpdate) error {

@@ -220,12 +220,13 @@ func TestSnapshotRejectsBadReplies(t *testing.T) {
 			"replied 500"},
 		"not json":       {jobsReply(200, `<html>`), "read jobs"},
 		"truncated json": {jobsReply(200, `{"jobs":[{"job_id":`), "read jobs"},
-		"job without state": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu"}]}`),
-			"job 5: no state"},
 		"duplicate jobs": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu","job_state":["PENDING"]},{"job_id":5,"partition":"gpu","job_state":["PENDING"]}]}`),
 			"listed twice"},
-		"bad gres": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu","job_state":["PENDING"],"tres_per_node":"gres/gpu:2(("}]}`),
-			"tres_per_node"},
+		"job id beyond uint32 in a record the types refuse": {jobsReply(200, `{"jobs":[{"job_id":99999999999,"partition":"gpu","job_state":["PENDING"]}]}`),
+			"without a usable job id"},
+		"job list not a list": {jobsReply(200, `{"jobs":{"job_id":5}}`), "read jobs"},
+		"bad value outside the jobs": {jobsReply(200, `{"jobs":[{"job_id":5,"partition":"gpu","job_state":["PENDING"],"hold":"yes"}],"last_update":"now"}`),
+			"read jobs"},
 		"job id 0": {jobsReply(200, `{"jobs":[{"job_id":0,"partition":"gpu","job_state":["PENDING"]}]}`),
 			"job with id 0"},
 		"plain 502": {func(w http.ResponseWriter, r *http.Request) bool {
@@ -290,19 +291,30 @@ func TestSnapshotSurvivesPrioritiesAbove2To31(t *testing.T) {
 	}
 
 	// Everything else is still read strictly, before or after such a
-	// priority.
+	// priority: a job with another bad value is unreadable (and kept as
+	// such), its neighbour with a large priority is read in full.
 	for name, body := range map[string]string{
-		"job id beyond int32": `{"jobs":[{"job_id":99999999999,"partition":"gpu","job_state":["PENDING"]}]}`,
 		"bad value after a large priority": `{"jobs":[
 			{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000}},
 			{"job_id":6,"partition":"gpu","job_state":["PENDING"],"hold":"yes"}]}`,
 		"overflow elsewhere after a large priority": `{"jobs":[
 			{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000}},
 			{"job_id":6,"partition":"gpu","job_state":["PENDING"],"restart_cnt":4000000000}]}`,
+		"large priority and a bad value in one job": `{"jobs":[
+			{"job_id":5,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000}},
+			{"job_id":6,"partition":"gpu","job_state":["PENDING"],"priority":{"set":true,"number":4000000000},"hold":"yes"}]}`,
 	} {
 		c, _ = newTestClient(t, &fakeRestd{t: t, handler: serve(body)})
-		if _, err := c.Snapshot(context.Background()); err == nil {
-			t.Errorf("%s: accepted", name)
+		snap, err := c.Snapshot(context.Background())
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if j, _ := snap.Job(5); j.Unreadable != nil || j.Priority != 4000000000 {
+			t.Errorf("%s: job 5 read as %+v (unreadable: %v), want priority 4000000000", name, j, j.Unreadable)
+		}
+		if j, ok := snap.Job(6); !ok || j.Unreadable == nil || j.State != bridge.JobPending || j.Partition != "gpu" {
+			t.Errorf("%s: job 6 read as %+v, want it unreadable, pending in gpu", name, j)
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package rest
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -22,6 +25,8 @@ type rawNode struct {
 type rawJob struct {
 	ID          int64
 	User        string
+	Account     string
+	QOS         string
 	Name        string
 	Partition   string
 	States      []string
@@ -39,6 +44,10 @@ type rawJob struct {
 	SubmitTime  int64
 	StartTime   int64
 	Comment     string
+	// Unreadable is set when the generated types refused the job's record
+	// (see parseJobsReply): the fields above are then only those that
+	// could be read leniently.
+	Unreadable error
 }
 
 // jobUpdate is the subset of a job update the actions use.
@@ -49,97 +58,194 @@ type jobUpdate struct {
 	BeginTime   *int64
 }
 
+// maxGPUs bounds every GPU count read from Slurm, per node and per job.
+// No cluster comes near it, and below it the products and sums of counts
+// stay far from overflowing an int.
+const maxGPUs = 1 << 20
+
+// stateUnknown is the state given to a job whose record has none, so that
+// it can still be listed (a snapshot requires a state per job). It is not
+// one of the states the scheduler acts on.
+const stateUnknown bridge.JobState = "UNKNOWN"
+
+// latestTime bounds the times read from Slurm: later ones are not times
+// Slurm means, and would not survive a JSON round trip of the job.
+var latestTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
 func convertNode(r rawNode) (bridge.Node, error) {
 	n := bridge.Node{Name: r.Name, Partitions: r.Partitions, Features: r.Features, State: r.States}
-	total, err := bridge.ParseGRESList(r.Gres)
+	count, gpuType, err := gresGPUs(r.Gres)
 	if err != nil {
 		return n, fmt.Errorf("node %s: %w", r.Name, err)
 	}
-	count, gpuType, err := bridge.GPUs(total)
-	if err != nil {
-		return n, fmt.Errorf("node %s: %w", r.Name, err)
-	}
-	used, err := bridge.ParseGRESList(r.GresUsed)
+	usedCount, _, err := gresGPUs(r.GresUsed)
 	if err != nil {
 		return n, fmt.Errorf("node %s used: %w", r.Name, err)
 	}
-	usedCount, _, err := bridge.GPUs(used)
-	if err != nil {
-		return n, fmt.Errorf("node %s used: %w", r.Name, err)
-	}
-	n.GPUs, n.GPUType, n.GPUsUsed = int(count), gpuType, int(usedCount)
+	n.GPUs, n.GPUType, n.GPUsUsed = count, gpuType, usedCount
 	return n, nil
 }
 
+// gresGPUs parses a GRES list and returns its GPU count and type. Each
+// entry's count and the total are bounded by maxGPUs, so that a corrupt
+// count cannot overflow into a negative total. On a list mixing GPU types
+// it returns the (bounded) total with the error, since the number of GPUs
+// is still known.
+func gresGPUs(s string) (int, string, error) {
+	list, err := bridge.ParseGRESList(s)
+	if err != nil {
+		return 0, "", err
+	}
+	for _, g := range list {
+		if g.Name == "gpu" && g.Count > maxGPUs {
+			return 0, "", fmt.Errorf("gres %q: %d GPUs in one entry is more than the %d this scheduler reads", s, g.Count, maxGPUs)
+		}
+	}
+	// The entries are bounded, so the sum cannot overflow (a string holds
+	// far fewer than 2^40 entries).
+	count, gpuType, err := bridge.GPUs(list)
+	if count > maxGPUs {
+		return 0, "", fmt.Errorf("gres %q: %d GPUs in all is more than the %d this scheduler reads", s, count, maxGPUs)
+	}
+	if err != nil {
+		return int(count), "", fmt.Errorf("gres %q: %w", s, err)
+	}
+	return int(count), gpuType, nil
+}
+
+// convertJob turns one job record into a bridge.Job. Only a record without
+// a usable job id is an error: such a job cannot be named, and leaving it
+// out would make the daemon believe it ended. Every other problem with the
+// record (a GRES list naming several GPU types, an out-of-range count, no
+// state) leaves the job in the snapshot, filled as far as it could be read,
+// with Unreadable saying why, so that one odd job does not stop the
+// scheduling of every other.
 func convertJob(r rawJob, nodes map[string]bridge.Node) (bridge.Job, error) {
-	if r.ID <= 0 || r.ID > 1<<32-1 {
+	if r.ID <= 0 || r.ID > math.MaxUint32 {
+		if r.Unreadable != nil {
+			return bridge.Job{}, fmt.Errorf("job record without a usable job id (%d): %w", r.ID, r.Unreadable)
+		}
 		return bridge.Job{}, fmt.Errorf("job with id %d", r.ID)
 	}
 	j := bridge.Job{
 		ID:          bridge.JobID(r.ID),
 		User:        r.User,
+		Account:     r.Account,
+		QOS:         r.QOS,
 		Name:        r.Name,
 		Partition:   r.Partition,
 		Reason:      r.Reason,
 		Constraints: r.Constraints,
-		Restarts:    int(r.Restarts),
+		Restarts:    int(min(max(r.Restarts, 0), math.MaxInt32)),
 		Priority:    r.Priority,
-		Nodes:       int(max(r.NodeCount, 1)),
+		Nodes:       int(min(max(r.NodeCount, 1), math.MaxInt32)),
 	}
-	if len(r.States) == 0 {
-		return j, fmt.Errorf("job %d: no state", r.ID)
+	var problems []error
+	if r.Unreadable != nil {
+		problems = append(problems, r.Unreadable)
 	}
-	j.State, j.StateFlags = bridge.JobState(r.States[0]), r.States[1:]
+	if len(r.States) == 0 || r.States[0] == "" {
+		j.State = stateUnknown
+		problems = append(problems, errors.New("no state"))
+	} else {
+		j.State, j.StateFlags = bridge.JobState(r.States[0]), r.States[1:]
+	}
 	switch {
 	case r.Hold != nil:
 		j.Held = *r.Hold
 	default:
 		j.Held = r.PrioritySet && r.Priority == 0 && j.State == bridge.JobPending
 	}
-	if r.SubmitTime > 0 {
-		j.SubmitTime = time.Unix(r.SubmitTime, 0).UTC()
+	var err error
+	if j.SubmitTime, err = unixTime(r.SubmitTime); err != nil {
+		problems = append(problems, fmt.Errorf("submit_time: %w", err))
 	}
-	if r.StartTime > 0 {
-		j.StartTime = time.Unix(r.StartTime, 0).UTC()
+	if j.StartTime, err = unixTime(r.StartTime); err != nil {
+		problems = append(problems, fmt.Errorf("start_time: %w", err))
 	}
 	if err := requestedGPUs(&j, r); err != nil {
-		return j, fmt.Errorf("job %d: %w", r.ID, err)
+		problems = append(problems, err)
 	}
 	if err := placement(&j, r, nodes); err != nil {
-		return j, fmt.Errorf("job %d: %w", r.ID, err)
+		problems = append(problems, err)
 	}
-	return j.WithComment(r.Comment), nil
+	j = j.WithComment(r.Comment)
+	j.Unreadable = joinProblems(problems...)
+	return j, nil
+}
+
+// unixTime converts Slurm's seconds since the epoch; 0 or less means
+// unset.
+func unixTime(sec int64) (time.Time, error) {
+	if sec <= 0 {
+		return time.Time{}, nil
+	}
+	if sec > latestTime.Unix() {
+		return time.Time{}, fmt.Errorf("%d is not a time", sec)
+	}
+	return time.Unix(sec, 0).UTC(), nil
+}
+
+// problemList is several reasons a job record could not be read, on one
+// line (the daemon shows the reason in status and logs).
+type problemList []error
+
+func (p problemList) Error() string {
+	msgs := make([]string, len(p))
+	for i, e := range p {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (p problemList) Unwrap() []error { return p }
+
+// joinProblems returns nil, the one error, or the list of the non-nil
+// errors.
+func joinProblems(errs ...error) error {
+	var list problemList
+	for _, e := range errs {
+		if e != nil {
+			list = append(list, e)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
+	}
+	return list
 }
 
 // requestedGPUs reads the GPU request from tres_per_node (times the node
-// count) or tres_per_job.
+// count) or tres_per_job. It fills what it can read even when it returns
+// an error: a request naming several GPU types still has a GPU count.
 func requestedGPUs(j *bridge.Job, r rawJob) error {
-	perNode, err := bridge.ParseGRESList(r.TresPerNode)
-	if err != nil {
-		return fmt.Errorf("tres_per_node: %w", err)
+	nodeGPUs, nodeType, nodeErr := gresGPUs(r.TresPerNode)
+	if nodeErr != nil {
+		nodeErr = fmt.Errorf("tres_per_node: %w", nodeErr)
 	}
-	perJob, err := bridge.ParseGRESList(r.TresPerJob)
-	if err != nil {
-		return fmt.Errorf("tres_per_job: %w", err)
-	}
-	nodeGPUs, nodeType, err := bridge.GPUs(perNode)
-	if err != nil {
-		return fmt.Errorf("tres_per_node: %w", err)
-	}
-	jobGPUs, jobType, err := bridge.GPUs(perJob)
-	if err != nil {
-		return fmt.Errorf("tres_per_job: %w", err)
+	jobGPUs, jobType, jobErr := gresGPUs(r.TresPerJob)
+	if jobErr != nil {
+		jobErr = fmt.Errorf("tres_per_job: %w", jobErr)
 	}
 	switch {
 	case nodeGPUs > 0:
-		j.GPUsPerNode = int(nodeGPUs)
-		j.GPUs = int(nodeGPUs) * j.Nodes
+		j.GPUsPerNode = nodeGPUs
 		j.RequestedGPUType = nodeType
+		// Both factors are bounded, so the product cannot overflow; it
+		// is bounded in turn.
+		total := int64(nodeGPUs) * int64(j.Nodes)
+		if total > maxGPUs {
+			return joinProblems(nodeErr, jobErr, fmt.Errorf("%d GPUs per node on %d nodes is more than the %d this scheduler reads", nodeGPUs, j.Nodes, maxGPUs))
+		}
+		j.GPUs = int(total)
 	case jobGPUs > 0:
-		j.GPUs = int(jobGPUs)
+		j.GPUs = jobGPUs
 		j.RequestedGPUType = jobType
 	}
-	return nil
+	return joinProblems(nodeErr, jobErr)
 }
 
 // placement fills where a job runs: its allocated nodes and their GPU type,

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -88,8 +92,8 @@ func (s *Store) update(seq uint64, change func(*Entry)) error {
 		if data == nil {
 			return ErrNotFound
 		}
-		var e Entry
-		if err := json.Unmarshal(data, &e); err != nil {
+		e, err := decodeEntry(seqKey(seq), data)
+		if err != nil {
 			return err
 		}
 		change(&e)
@@ -109,64 +113,159 @@ func putEntry(b *bolt.Bucket, e Entry) error {
 	return b.Put(seqKey(e.Seq), data)
 }
 
-// Pending returns the actions whose outcome is unknown, oldest first.
-func (s *Store) Pending() ([]Entry, error) {
-	return s.entries(func(e Entry) bool { return e.State == Pending }, 0)
+// CorruptEntry is a journal record that cannot be read back: its key is
+// not a sequence number, its value does not decode, or the value
+// disagrees with its key. Reads skip such records and report them, so that
+// one damaged record does not keep the daemon from starting.
+type CorruptEntry struct {
+	// Seq is the sequence number in the record's key; 0 when the key
+	// itself is malformed.
+	Seq uint64
+	// Key is the record's key as stored.
+	Key []byte
+	// Err says what is wrong with it.
+	Err error
 }
 
-// Recent returns the last n entries, oldest first (all when n <= 0).
-func (s *Store) Recent(n int) ([]Entry, error) {
-	var out []Entry
-	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketJournal).Cursor()
-		for k, v := c.Last(); k != nil && (n <= 0 || len(out) < n); k, v = c.Prev() {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("decode entry %x: %w", k, err)
-			}
-			out = append(out, e)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
+func (c CorruptEntry) String() string {
+	if len(c.Key) != 8 {
+		return fmt.Sprintf("journal record with key %x: %v", c.Key, c.Err)
 	}
-	sortBySeq(out)
-	return out, nil
+	return fmt.Sprintf("journal entry %d: %v", c.Seq, c.Err)
 }
 
-func (s *Store) entries(keep func(Entry) bool, limit int) ([]Entry, error) {
+// decodeEntry reads one journal record, checking it against its key.
+func decodeEntry(k, v []byte) (Entry, error) {
+	if len(k) != 8 {
+		return Entry{}, errors.New("key is not a sequence number")
+	}
+	var e Entry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return Entry{}, fmt.Errorf("corrupt: %w", err)
+	}
+	if seq := binary.BigEndian.Uint64(k); e.Seq != seq {
+		return Entry{}, fmt.Errorf("corrupt: the entry names itself %d", e.Seq)
+	}
+	switch e.State {
+	case Pending, Done, Failed:
+		return e, nil
+	}
+	return Entry{}, fmt.Errorf("corrupt: unknown state %q", e.State)
+}
+
+func corruptEntry(k []byte, err error) CorruptEntry {
+	c := CorruptEntry{Key: append([]byte(nil), k...), Err: err}
+	if len(k) == 8 {
+		c.Seq = binary.BigEndian.Uint64(k)
+	}
+	return c
+}
+
+// Pending returns the actions whose outcome is unknown, oldest first.
+// Corrupt entries are skipped; PendingChecked reports them.
+func (s *Store) Pending() ([]Entry, error) {
+	out, _, err := s.PendingChecked()
+	return out, err
+}
+
+// PendingChecked is Pending that also returns the corrupt entries it
+// skipped, for the caller to log. A corrupt entry may have been pending:
+// its action can no longer be reconciled.
+func (s *Store) PendingChecked() ([]Entry, []CorruptEntry, error) {
 	var out []Entry
+	var corrupt []CorruptEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("decode entry %x: %w", k, err)
-			}
-			if keep(e) && (limit <= 0 || len(out) < limit) {
+			e, err := decodeEntry(k, v)
+			switch {
+			case err != nil:
+				corrupt = append(corrupt, corruptEntry(k, err))
+			case e.State == Pending:
 				out = append(out, e)
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
+		return nil, nil, fmt.Errorf("read journal: %w", err)
 	}
-	return out, nil
+	return out, corrupt, nil
+}
+
+// Recent returns the last n entries, oldest first (all when n <= 0).
+// Corrupt entries are skipped; RecentChecked reports them.
+func (s *Store) Recent(n int) ([]Entry, error) {
+	out, _, err := s.RecentChecked(n)
+	return out, err
+}
+
+// RecentChecked is Recent that also returns the corrupt entries it met,
+// in key order (those newer than the oldest of the n entries returned,
+// all of them when n <= 0), for the caller to log. Corrupt entries do not
+// count towards n.
+func (s *Store) RecentChecked(n int) ([]Entry, []CorruptEntry, error) {
+	var out []Entry
+	var corrupt []CorruptEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketJournal).Cursor()
+		for k, v := c.Last(); k != nil && (n <= 0 || len(out) < n); k, v = c.Prev() {
+			e, err := decodeEntry(k, v)
+			if err != nil {
+				corrupt = append(corrupt, corruptEntry(k, err))
+				continue
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read journal: %w", err)
+	}
+	sortBySeq(out)
+	slices.Reverse(corrupt) // read newest first
+	return out, corrupt, nil
 }
 
 // PruneJournal deletes finished (done or failed) entries last updated
-// before cutoff and returns how many it removed. Pending entries are kept
-// whatever their age: they still need reconciling.
+// before cutoff, and corrupt entries known to be older than cutoff (see
+// PruneJournalChecked), and returns how many it removed. Pending entries
+// are kept whatever their age: they still need reconciling.
 func (s *Store) PruneJournal(cutoff time.Time) (int, error) {
-	removed := 0
+	p, err := s.PruneJournalChecked(cutoff)
+	return p.Finished + len(p.CorruptRemoved), err
+}
+
+// Pruned is what PruneJournalChecked did.
+type Pruned struct {
+	// Finished counts the done or failed entries removed.
+	Finished int
+	// CorruptRemoved are the corrupt entries removed and CorruptKept
+	// those whose age cannot be told yet.
+	CorruptRemoved, CorruptKept []CorruptEntry
+}
+
+// PruneJournalChecked is PruneJournal that reports the corrupt entries.
+// A corrupt entry has no readable time, but sequence numbers follow the
+// order in which entries were created: one below the number of an entry
+// created before cutoff is older than cutoff too, and is removed. Other
+// corrupt entries (the newest ones, or a malformed key) are kept until
+// that can be told, and reported.
+func (s *Store) PruneJournalChecked(cutoff time.Time) (Pruned, error) {
+	var p Pruned
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		p = Pruned{}
 		b := tx.Bucket(bucketJournal)
 		var doomed [][]byte
+		var corrupt []CorruptEntry
+		var oldest uint64 // the highest seq of an entry created before cutoff
 		err := b.ForEach(func(k, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("decode entry %x: %w", k, err)
+			e, err := decodeEntry(k, v)
+			if err != nil {
+				corrupt = append(corrupt, corruptEntry(k, err))
+				return nil
+			}
+			if e.Created.Before(cutoff) {
+				oldest = max(oldest, e.Seq)
 			}
 			if e.State != Pending && e.Updated.Before(cutoff) {
 				doomed = append(doomed, append([]byte(nil), k...))
@@ -176,18 +275,26 @@ func (s *Store) PruneJournal(cutoff time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
+		p.Finished = len(doomed)
+		for _, c := range corrupt {
+			if len(c.Key) == 8 && c.Seq < oldest {
+				p.CorruptRemoved = append(p.CorruptRemoved, c)
+				doomed = append(doomed, c.Key)
+			} else {
+				p.CorruptKept = append(p.CorruptKept, c)
+			}
+		}
 		for _, k := range doomed {
 			if err := b.Delete(k); err != nil {
 				return err
 			}
 		}
-		removed = len(doomed)
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune journal: %w", err)
+		return Pruned{}, fmt.Errorf("prune journal: %w", err)
 	}
-	return removed, nil
+	return p, nil
 }
 
 // IntentSpec is one action for Intents to journal.
@@ -238,18 +345,24 @@ type Outcome struct {
 
 // Settle records many outcomes in one transaction. Entries it cannot find
 // (pruned meanwhile) are skipped; until Settle returns, the entries stay
-// pending and a crash leaves them to reconciliation.
+// pending and a crash leaves them to reconciliation. A corrupt entry is
+// left as it is, without holding back the other outcomes, and reported in
+// the error once they are saved.
 func (s *Store) Settle(outcomes []Outcome, now time.Time) error {
+	var corrupt []string
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		corrupt = corrupt[:0]
 		b := tx.Bucket(bucketJournal)
 		for _, o := range outcomes {
-			data := b.Get(seqKey(o.Seq))
+			k := seqKey(o.Seq)
+			data := b.Get(k)
 			if data == nil {
 				continue
 			}
-			var e Entry
-			if err := json.Unmarshal(data, &e); err != nil {
-				return fmt.Errorf("entry %d: %w", o.Seq, err)
+			e, err := decodeEntry(k, data)
+			if err != nil {
+				corrupt = append(corrupt, corruptEntry(k, err).String())
+				continue
 			}
 			e.State, e.Error, e.Updated = Done, "", now
 			if o.Err != "" {
@@ -263,6 +376,9 @@ func (s *Store) Settle(outcomes []Outcome, now time.Time) error {
 	})
 	if err != nil {
 		return fmt.Errorf("settle %d journal entries: %w", len(outcomes), err)
+	}
+	if len(corrupt) > 0 {
+		return fmt.Errorf("settle %d journal entries: %d left unsettled: %s", len(outcomes), len(corrupt), strings.Join(corrupt, "; "))
 	}
 	return nil
 }

@@ -2,11 +2,15 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -282,5 +286,118 @@ func TestSaveRoundIsOneTransaction(t *testing.T) {
 	var round int
 	if err := s.GetMeta("round", &round); err != nil || round != 7 {
 		t.Errorf("round = %d, %v; want 7", round, err)
+	}
+}
+
+// putRaw writes a journal record as it is, bypassing the encoding, as disk
+// damage or an older bug might have left it. With seq 0 it takes the next
+// sequence number.
+func putRaw(t *testing.T, s *Store, key []byte, seq uint64, value string) uint64 {
+	t.Helper()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJournal)
+		if key == nil {
+			if seq == 0 {
+				var err error
+				if seq, err = b.NextSequence(); err != nil {
+					return err
+				}
+			}
+			key = seqKey(seq)
+		}
+		return b.Put(key, []byte(value))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+func seqsOf(cs []CorruptEntry) []uint64 {
+	out := []uint64{}
+	for _, c := range cs {
+		out = append(out, c.Seq)
+	}
+	return out
+}
+
+// One damaged journal record must not keep the daemon from reading the
+// rest: reads skip it and report it, and pruning removes it once it is
+// known to be old.
+func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
+	s := openTemp(t, t.TempDir())
+	defer s.Close()
+	a, _ := s.Intent(1, "17", "hold", nil, t0)
+	b, _ := s.Intent(1, "18", "hold", nil, t0)
+	garbage := putRaw(t, s, nil, 0, `{"seq":`)
+	wrongSeq := putRaw(t, s, nil, 0, `{"seq":1,"state":"pending"}`)
+	badState := putRaw(t, s, nil, 0, `{"seq":5,"state":"lost"}`)
+	if badState != 5 {
+		t.Fatalf("test setup: seq %d, want 5", badState)
+	}
+	putRaw(t, s, []byte("odd-key"), 0, `{}`)
+	d, _ := s.Intent(2, "19", "requeue", nil, t0.Add(2*time.Hour))
+	wantCorrupt := []uint64{garbage, wrongSeq, badState}
+
+	pending, corrupt, err := s.PendingChecked()
+	if err != nil {
+		t.Fatalf("PendingChecked: %v", err)
+	}
+	if len(pending) != 3 || pending[0].Seq != a.Seq || pending[1].Seq != b.Seq || pending[2].Seq != d.Seq {
+		t.Errorf("pending = %+v, want entries %d, %d, %d", pending, a.Seq, b.Seq, d.Seq)
+	}
+	if got := seqsOf(corrupt); !reflect.DeepEqual(got, append(wantCorrupt, 0)) {
+		t.Errorf("corrupt = %v, want %v and the malformed key", got, wantCorrupt)
+	}
+	if p, err := s.Pending(); err != nil || len(p) != 3 {
+		t.Errorf("Pending = %d entries, %v; want 3, no error", len(p), err)
+	}
+	if all, err := s.Recent(0); err != nil || len(all) != 3 {
+		t.Errorf("Recent(0) = %d entries, %v; want 3, no error", len(all), err)
+	}
+	last, corrupt, err := s.RecentChecked(2)
+	if err != nil || len(last) != 2 || last[0].Seq != b.Seq || last[1].Seq != d.Seq {
+		t.Errorf("RecentChecked(2) = %+v, %v; want entries %d and %d", last, err, b.Seq, d.Seq)
+	}
+	if got := seqsOf(corrupt); !reflect.DeepEqual(got, append(wantCorrupt, 0)) {
+		t.Errorf("RecentChecked(2) met corrupt %v, want %v and the malformed key", got, wantCorrupt)
+	}
+	for _, c := range corrupt {
+		if c.String() == "" || c.Err == nil {
+			t.Errorf("corrupt entry without a reason: %+v", c)
+		}
+	}
+
+	if err := s.MarkDone(garbage, t0); err == nil {
+		t.Error("MarkDone of a corrupt entry succeeded")
+	}
+	err = s.Settle([]Outcome{{Seq: a.Seq}, {Seq: garbage}, {Seq: b.Seq, Err: "refused"}}, t0.Add(time.Minute))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("journal entry %d", garbage)) {
+		t.Errorf("Settle = %v, want the corrupt entry reported", err)
+	}
+	if all, _ := s.Recent(0); all[0].State != Done || all[1].State != Failed {
+		t.Errorf("outcomes beside a corrupt entry were not saved: %+v", all)
+	}
+
+	// At t0+1h the finished entries go; the corrupt ones were written
+	// after the newest entry known to be that old, so they stay.
+	p, err := s.PruneJournalChecked(t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Finished != 2 || len(p.CorruptRemoved) != 0 || len(p.CorruptKept) != 4 {
+		t.Errorf("first prune: %d finished, removed %v, kept %v", p.Finished, seqsOf(p.CorruptRemoved), seqsOf(p.CorruptKept))
+	}
+	// Once an entry written after them is older than the cutoff, they go
+	// too; the malformed key has no place in the order and stays.
+	removed, err := s.PruneJournal(t0.Add(3 * time.Hour))
+	if err != nil || removed != 3 {
+		t.Errorf("second prune removed %d, %v; want the 3 corrupt entries", removed, err)
+	}
+	if _, corrupt, _ := s.PendingChecked(); !reflect.DeepEqual(seqsOf(corrupt), []uint64{0}) {
+		t.Errorf("after pruning, corrupt = %v, want the malformed key only", seqsOf(corrupt))
+	}
+	if pending, _ := s.Pending(); len(pending) != 1 || pending[0].Seq != d.Seq {
+		t.Errorf("after pruning, pending = %+v, want entry %d", pending, d.Seq)
 	}
 }
