@@ -93,9 +93,14 @@ func New(deps Deps) (*Daemon, error) {
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
-	entries, err := deps.Store.Recent(0)
+	entries, corrupt, err := deps.Store.RecentChecked(0)
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	for _, c := range corrupt {
+		// One unreadable entry must not keep the daemon from starting:
+		// it is skipped (and pruned once old), the rest replayed.
+		deps.Log.Error().Str("entry", c.String()).Msg("journal entry cannot be read; skipped")
 	}
 	deps.Core.RestoreJournal(journalEntries(entries), restored)
 	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent"}
