@@ -167,26 +167,57 @@ type RoundReport struct {
 // core, journal and apply its actions, persist and publish.
 func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	start := d.Clock.Now()
-	snap, snapErr := d.Slurm.Snapshot(ctx)
 	var rep RoundReport
-	rep.Snapshot = d.Clock.Now().Sub(start)
+	snap, snapErr := d.read(ctx, &rep)
+	res, solve := d.step(snap, snapErr, start, &rep)
+	if res.Skipped == "" {
+		d.write(ctx, snap, start, &res, &rep)
+	}
+	if res.Skipped != "" {
+		d.failedSnapshots++
+		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
+	} else {
+		d.failedSnapshots = 0
+	}
+	rep.Jobs, rep.Managed, rep.Skipped = res.Jobs, res.Managed, res.Skipped
+	rep.Duration = d.Clock.Now().Sub(start)
+	d.publish(res, rep, solve)
+	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
+		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
+		Bool("solved", res.Solved).Float64("snapshot_ms", ms(rep.Snapshot)).Float64("solve_ms", ms(solve)).
+		Float64("step_ms", ms(rep.Step)).Float64("apply_ms", ms(rep.Apply)).Float64("persist_ms", ms(rep.Persist)).Float64("round_ms", ms(rep.Duration)).
+		Bool("dry_run", d.DryRun).Str("skipped", rep.Skipped).Msg("round")
+	return rep
+}
 
-	if snapErr == nil {
-		var resent int
-		rep.Reconciled, resent = d.reconcile(ctx, snap)
-		if resent > 0 {
-			// Plan on what the resends changed, not on the view before.
-			snap, snapErr = d.Slurm.Snapshot(ctx)
+// read takes the round's view of Slurm: a snapshot, the journal's
+// leftovers reconciled against it (and a fresh snapshot when that resent
+// anything, so the step plans on what the resends changed), and a second
+// read when many managed jobs vanished at once.
+func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, error) {
+	start := d.Clock.Now()
+	snap, err := d.Slurm.Snapshot(ctx)
+	rep.Snapshot = d.Clock.Now().Sub(start)
+	if err != nil {
+		return nil, err
+	}
+	var resent int
+	rep.Reconciled, resent = d.reconcile(ctx, snap)
+	if resent > 0 {
+		if snap, err = d.Slurm.Snapshot(ctx); err != nil {
+			return nil, err
 		}
 	}
-	if snapErr == nil {
-		if _, cause := d.Core.Check(snap); cause == "jobs_vanished" {
-			// Many managed jobs missing at once: read again. The same
-			// jobs missing twice are taken as gone (Core.Check).
-			d.Log.Warn().Msg("managed jobs vanished from Slurm's answer; reading again")
-			snap, snapErr = d.Slurm.Snapshot(ctx)
-		}
+	if _, cause := d.Core.Check(snap); cause == "jobs_vanished" {
+		// The same jobs missing twice are taken as gone (Core.Check).
+		d.Log.Warn().Msg("managed jobs vanished from Slurm's answer; reading again")
+		return d.Slurm.Snapshot(ctx)
 	}
+	return snap, nil
+}
+
+// step runs the scheduling step on the round's view, timing the solver.
+func (d *Daemon) step(snap *bridge.Snapshot, snapErr error, start time.Time, rep *RoundReport) (Result, time.Duration) {
 	var solve time.Duration
 	solver := func(p *policy.Problem) (*policy.Allocation, error) {
 		t0 := d.Clock.Now()
@@ -197,44 +228,43 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	if snapErr != nil {
 		snap = nil
 	}
-	stepStart := d.Clock.Now()
+	t0 := d.Clock.Now()
 	res := d.Core.Step(snap, start, solver)
-	rep.Step = d.Clock.Now().Sub(stepStart)
+	rep.Step = d.Clock.Now().Sub(t0)
 	if snapErr != nil {
 		res.Skipped, res.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
 		res.View.Skipped = res.Skipped
 	}
 	rep.Round, rep.Solve = res.Round, solve
+	return res, solve
+}
 
-	if res.Skipped == "" {
-		d.failedSnapshots = 0
-		t0 := d.Clock.Now()
-		var journaled bool
-		rep.Actions, rep.Failed, journaled = d.apply(ctx, res.Round, res.Actions)
-		t1 := d.Clock.Now()
-		if journaled {
-			d.persist(res)
-		} else {
-			// Nothing was sent: the core forgets what it recorded of
-			// the round's actions, and the saved state stays as it was.
-			d.Core.Abandon()
-			res.Skipped, res.SkipCause = "journal write failed: nothing sent this round", "journal_error"
-			res.View = d.Core.View(snap, start, &res)
-		}
-		rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
+// write journals and sends the round's actions and persists its state;
+// when the journal cannot be written nothing is sent, and the step takes
+// back what it recorded of the round's actions.
+func (d *Daemon) write(ctx context.Context, snap *bridge.Snapshot, start time.Time, res *Result, rep *RoundReport) {
+	t0 := d.Clock.Now()
+	var journaled bool
+	rep.Actions, rep.Failed, journaled = d.apply(ctx, res.Round, res.Actions)
+	t1 := d.Clock.Now()
+	if journaled {
+		d.persist(*res)
+	} else {
+		d.Core.Abandon()
+		res.Skipped, res.SkipCause = "journal write failed: nothing sent this round", "journal_error"
+		res.View = d.Core.View(snap, start, res)
 	}
-	if res.Skipped != "" {
-		d.failedSnapshots++
-		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
-	}
-	rep.Jobs, rep.Managed, rep.Skipped = res.Jobs, res.Managed, res.Skipped
+	rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
+}
+
+// publish hands the round's status and allocation to the API, health and
+// metrics.
+func (d *Daemon) publish(res Result, rep RoundReport, solve time.Duration) {
 	if d.failedSnapshots >= unhealthyAfter {
 		d.Board.SetHealth(fmt.Errorf("%d rounds in a row without a usable Slurm view: %s", d.failedSnapshots, res.Skipped))
 	} else {
 		d.Board.SetHealth(nil)
 	}
-
-	rep.Duration = d.Clock.Now().Sub(start)
 	status := statusDoc(res.View)
 	status.Round.DurationSeconds = rep.Duration.Seconds()
 	status.Round.SolveSeconds = solve.Seconds()
@@ -246,23 +276,18 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		alloc = d.Board.Allocation()
 	}
 	d.Board.Publish(status, alloc)
-	if d.Metrics != nil {
-		if res.Skipped != "" {
-			d.Metrics.CountSkip(res.SkipCause)
-		} else {
-			d.Metrics.ObserveRound(rep.Duration, solve)
-		}
-		for i := 0; i < res.Preemptions; i++ {
-			d.Metrics.CountPreemption()
-		}
-		d.Metrics.ObserveStatus(status)
+	if d.Metrics == nil {
+		return
 	}
-	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
-		Int("actions", rep.Actions).Int("failed", rep.Failed).Int("reconciled", rep.Reconciled).
-		Bool("solved", res.Solved).Float64("snapshot_ms", ms(rep.Snapshot)).Float64("solve_ms", ms(solve)).
-		Float64("step_ms", ms(rep.Step)).Float64("apply_ms", ms(rep.Apply)).Float64("persist_ms", ms(rep.Persist)).Float64("round_ms", ms(rep.Duration)).
-		Bool("dry_run", d.DryRun).Str("skipped", rep.Skipped).Msg("round")
-	return rep
+	if res.Skipped != "" {
+		d.Metrics.CountSkip(res.SkipCause)
+	} else {
+		d.Metrics.ObserveRound(rep.Duration, solve)
+	}
+	for range res.Preemptions {
+		d.Metrics.CountPreemption()
+	}
+	d.Metrics.ObserveStatus(status)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -322,50 +347,11 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		d.Log.Error().Err(err).Msg("journal write failed, sending nothing this round")
 		return 0, 0, false
 	}
-
-	// Each job's actions, in order, by job in order of first appearance.
-	var order []bridge.JobID
-	byJob := map[bridge.JobID][]int{}
-	for i, a := range actions {
-		if _, ok := byJob[a.Job]; !ok {
-			order = append(order, a.Job)
-		}
-		byJob[a.Job] = append(byJob[a.Job], i)
-	}
-	outcomes := make([]store.Outcome, len(actions))
+	b := &batchSend{d: d, actions: actions, entries: entries, outcomes: make([]store.Outcome, len(actions))}
 	for i := range actions {
-		outcomes[i].Seq = entries[i].Seq
+		b.outcomes[i].Seq = entries[i].Seq
 	}
-	var mu sync.Mutex
-	// settle records what became of action i (sent, err); it returns the
-	// error's text for the job's later actions.
-	settle := func(i int, err error) string {
-		a := actions[i]
-		mu.Lock()
-		sent++
-		if err != nil {
-			failed++
-		}
-		mu.Unlock()
-		if err != nil {
-			outcomes[i].Err = err.Error()
-			d.count(a, "failed")
-			d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
-			return outcomes[i].Err
-		}
-		if a.Kind == bridge.ActSignal {
-			// A delivered signal leaves no trace in Slurm for
-			// reconciliation to find: record it durably now, or a crash
-			// before the round's outcomes are written would send it again.
-			if err := d.journal.MarkDone(entries[i].Seq, d.Clock.Now()); err != nil {
-				d.Log.Error().Err(err).Msg("journal update failed")
-			}
-		}
-		d.count(a, d.sentLabel)
-		d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", d.DryRun).Msg("action")
-		return ""
-	}
-
+	order, byJob := groupByJob(actions)
 	order, batch := d.splitBatch(actions, order, byJob)
 	if len(batch) > 0 {
 		// Holds go first: a job that must wait is stopped before the
@@ -379,9 +365,46 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		}
 		errs := d.out.(bridge.BatchActuator).ApplyBatch(ctx, batched)
 		for k, i := range batch {
-			settle(i, errs[k])
+			b.settle(i, errs[k])
 		}
 	}
+	b.perJob(ctx, order, byJob)
+	if err := d.journal.Settle(b.outcomes, d.Clock.Now()); err != nil {
+		// The entries stay pending; the next round's reconciliation
+		// finds their effects in Slurm and settles them.
+		d.Log.Error().Err(err).Msg("journal update failed")
+	}
+	return b.sent, b.failed, true
+}
+
+// groupByJob lists each job's actions, in order, by job in order of
+// first appearance.
+func groupByJob(actions []Action) ([]bridge.JobID, map[bridge.JobID][]int) {
+	var order []bridge.JobID
+	byJob := map[bridge.JobID][]int{}
+	for i, a := range actions {
+		if _, ok := byJob[a.Job]; !ok {
+			order = append(order, a.Job)
+		}
+		byJob[a.Job] = append(byJob[a.Job], i)
+	}
+	return order, byJob
+}
+
+// batchSend is one apply call's journaled actions on their way to Slurm.
+type batchSend struct {
+	d        *Daemon
+	actions  []Action
+	entries  []store.Entry
+	outcomes []store.Outcome
+
+	mu           sync.Mutex
+	sent, failed int
+}
+
+// perJob sends each job's actions in order, several jobs at once; after
+// a failure the job's later actions are not sent.
+func (b *batchSend) perJob(ctx context.Context, order []bridge.JobID, byJob map[bridge.JobID][]int) {
 	var wg sync.WaitGroup
 	jobs := make(chan bridge.JobID)
 	for range min(applyWorkers, len(order)) {
@@ -392,10 +415,10 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 				broken := ""
 				for _, i := range byJob[job] {
 					if broken != "" {
-						outcomes[i].Err = "not sent: an earlier action for the job failed: " + broken
+						b.outcomes[i].Err = "not sent: an earlier action for the job failed: " + broken
 						continue
 					}
-					broken = settle(i, d.out.Apply(ctx, actions[i].Action))
+					broken = b.settle(i, b.d.out.Apply(ctx, b.actions[i].Action))
 				}
 			}
 		}()
@@ -405,12 +428,35 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 	}
 	close(jobs)
 	wg.Wait()
-	if err := d.journal.Settle(outcomes, d.Clock.Now()); err != nil {
-		// The entries stay pending; the next round's reconciliation
-		// finds their effects in Slurm and settles them.
-		d.Log.Error().Err(err).Msg("journal update failed")
+}
+
+// settle records what became of action i; it returns the error's text
+// for the job's later actions ("" when it went through).
+func (b *batchSend) settle(i int, err error) string {
+	d, a := b.d, b.actions[i]
+	b.mu.Lock()
+	b.sent++
+	if err != nil {
+		b.failed++
 	}
-	return sent, failed, true
+	b.mu.Unlock()
+	if err != nil {
+		b.outcomes[i].Err = err.Error()
+		d.count(a, "failed")
+		d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
+		return b.outcomes[i].Err
+	}
+	if a.Kind == bridge.ActSignal {
+		// A delivered signal leaves no trace in Slurm for reconciliation
+		// to find: record it durably now, or a crash before the round's
+		// outcomes are written would leave its fate unknown.
+		if err := d.journal.MarkDone(b.entries[i].Seq, d.Clock.Now()); err != nil {
+			d.Log.Error().Err(err).Msg("journal update failed")
+		}
+	}
+	d.count(a, d.sentLabel)
+	d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", d.DryRun).Msg("action")
+	return ""
 }
 
 // splitBatch takes out of order the jobs whose only action this round is a
