@@ -38,11 +38,19 @@ type Node struct {
 	// State holds Slurm's base state then its flags ("IDLE", "MIXED",
 	// "DRAIN", "DOWN", "NOT_RESPONDING", ...).
 	State []string `json:"state"`
+	// Unreadable is set when the node's GPUs cannot be read (its GRES
+	// names several GPU types, which one GPU type per node cannot
+	// describe): the node is left out of scheduling, with this reason,
+	// instead of failing the whole snapshot.
+	Unreadable error `json:"-"`
 }
 
 // Available reports whether new work may be placed on the node: it is up
 // and neither drained nor being drained.
 func (n Node) Available() bool {
+	if n.Unreadable != nil {
+		return false
+	}
 	for _, s := range n.State {
 		switch s {
 		case "DOWN", "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "NOT_RESPONDING",

@@ -264,7 +264,9 @@ func buildSnapshot(taken time.Time, version string, partitions []string, rawNode
 	for _, r := range rawNodes {
 		n, err := convertNode(r)
 		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
+			// One node Slurm describes in a way the scheduler cannot
+			// (several GPU types) is left out, not the whole cluster.
+			n = bridge.Node{Name: r.Name, Partitions: r.Partitions, Features: r.Features, State: r.States, Unreadable: err}
 		}
 		byName[n.Name] = n
 		if managed(n.Partitions...) {

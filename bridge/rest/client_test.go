@@ -604,3 +604,31 @@ func TestSnapshotHasItsOwnDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A node whose GRES names several GPU types is left out of scheduling with
+// its reason; the rest of the cluster is read as usual.
+func TestSnapshotKeepsANodeWithSeveralGPUTypesOut(t *testing.T) {
+	nodes := `{"nodes":[
+		{"name":"mix-1","partitions":["gpu"],"gres":"gpu:v100:1,gpu:k80:1","gres_used":"gpu:v100:0,gpu:k80:0","state":["IDLE"]},
+		{"name":"v100-1","partitions":["gpu"],"gres":"gpu:v100:4","gres_used":"gpu:v100:0","state":["IDLE"]}]}`
+	handler := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path != "/slurm/v0.0.42/nodes" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, nodes)
+		return true
+	}
+	c, _ := newTestClient(t, &fakeRestd{t: t, handler: handler})
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatalf("a node with two GPU types failed the snapshot: %v", err)
+	}
+	mix, ok := snap.Node("mix-1")
+	if !ok || mix.Unreadable == nil || mix.Available() || mix.GPUs != 0 {
+		t.Errorf("mix-1 = %+v (unreadable %v), want it kept out with its reason", mix, mix.Unreadable)
+	}
+	if v, _ := snap.Node("v100-1"); v.GPUs != 4 || !v.Available() {
+		t.Errorf("v100-1 = %+v", v)
+	}
+}

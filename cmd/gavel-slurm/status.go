@@ -104,6 +104,9 @@ func renderStatus(w io.Writer, st api.Status) {
 		}
 		fmt.Fprintln(w, line)
 	}
+	for _, warning := range st.Warnings {
+		fmt.Fprintln(w, "warning: "+printable(warning))
+	}
 	r := st.Round
 	line := fmt.Sprintf("round %d, policy %s, every %s", r.Number, orDash(r.Policy), time.Duration(r.LengthSeconds*float64(time.Second)))
 	if r.Number > 0 {

@@ -16,6 +16,9 @@ type Status struct {
 	Jobs []JobStatus `json:"jobs"`
 	// Types summarizes each GPU type, in name order.
 	Types []TypeSummary `json:"types"`
+	// Warnings are problems outside any one job (a node whose GPUs
+	// cannot be read, left out of scheduling).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Round describes the last round.

@@ -6,12 +6,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
@@ -86,4 +90,63 @@ func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
 	if board.Health() != nil {
 		t.Errorf("unhealthy: %v", board.Health())
 	}
+}
+
+// A job whose GRES names two GPU types (possible on a node that has both)
+// is one record the daemon cannot read: it is left to Slurm with its
+// reason, the node with two types is left out with a warning, and the
+// managed jobs beside them are scheduled round after round.
+func TestAJobWithSeveralGPUTypesDoesNotStopTheRounds(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	if env.MixedPartition == "" {
+		t.Skip("the local Slurm has no node with two GPU types")
+	}
+	part := ownPartition(t, env, "p100-1")
+	mixed := env.Submit(t, "#!/bin/bash\nsleep 600\n", "--partition="+env.MixedPartition,
+		"--gres=gpu:v100:1,gpu:k80:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=1000")
+	var managed []int
+	for range 3 {
+		managed = append(managed, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
+	}
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part, env.MixedPartition}, Round: 3 * time.Second,
+		DefaultGrace: time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
+	p := newInProcess(t, restClient2(t, env, part, env.MixedPartition), set)
+	for round := range 3 {
+		if rep := p.d.RunRound(context.Background()); rep.Skipped != "" {
+			t.Fatalf("round %d skipped: %s", round+1, rep.Skipped)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	st := p.board.Status()
+	if j := findJob(t, st, mixed); j.Managed || !strings.Contains(j.Reason, "several GPU types") {
+		t.Errorf("the two-type job: managed %v, reason %q", j.Managed, j.Reason)
+	}
+	running := 0
+	for _, id := range managed {
+		j := findJob(t, st, id)
+		if !j.Managed {
+			t.Errorf("job %d not scheduled: %s", id, j.Reason)
+		}
+		if env.Job(t, id).HasState("RUNNING") {
+			running++
+		}
+	}
+	if running != 3 {
+		t.Errorf("%d of the 3 managed jobs run on the 4 free GPUs", running)
+	}
+	if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "mix-1") }) {
+		t.Errorf("status warnings %q do not mention the node with two GPU types", st.Warnings)
+	}
+}
+
+// restClient2 is restClient over several partitions.
+func restClient2(t testing.TB, env *slurmtest.Env, partitions ...string) *rest.Client {
+	t.Helper()
+	c, err := rest.New(rest.Config{URL: env.URL, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
+		Partitions: partitions, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

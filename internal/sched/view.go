@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -61,6 +62,8 @@ type View struct {
 	Types              []TypeView
 	// Allocation is the policy's answer in use; nil before the first.
 	Allocation *policy.Allocation
+	// Warnings are problems outside any one job (a node left out).
+	Warnings []string
 }
 
 // JobView is one job's line in status.
@@ -110,6 +113,9 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	}
 	summary := map[string]*TypeView{}
 	for _, n := range snap.Nodes {
+		if n.Unreadable != nil && c.inPartitions(n.Partitions...) {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("node %s left out: %v", n.Name, n.Unreadable))
+		}
 		if !c.nodeUsable(n) {
 			continue
 		}

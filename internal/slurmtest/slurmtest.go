@@ -38,8 +38,12 @@ type Env struct {
 	// SharedDir is a host folder that jobs see as SharedDirInJob.
 	SharedDir      string
 	SharedDirInJob string
-	// Partition holds every node.
+	// Partition holds every node of the layout.
 	Partition string
+	// MixedPartition holds one node with GPUs of two types (v100 and k80),
+	// for jobs whose GRES names several types; empty when the local Slurm
+	// has none.
+	MixedPartition string
 	// GPUNodes is the node layout, "type:nodes:gpus_per_node ...".
 	GPUNodes string
 	// Paths of wrapper scripts that run the Slurm commands against this Slurm.
@@ -81,7 +85,7 @@ func FromEnv(t testing.TB) *Env {
 func lookupSettings() (map[string]string, string, error) {
 	if os.Getenv("SLURMRESTD_URL") != "" {
 		vars := map[string]string{}
-		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES") {
+		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES", "SLURM_MIXED_PARTITION") {
 			vars[name] = os.Getenv(name)
 		}
 		return vars, "the environment", nil
@@ -133,6 +137,7 @@ func newEnv(vars map[string]string) (*Env, error) {
 		SharedDir:      vars["SLURM_SHARED_DIR"],
 		SharedDirInJob: vars["SLURM_SHARED_DIR_IN_JOB"],
 		Partition:      vars["SLURM_PARTITION"],
+		MixedPartition: vars["SLURM_MIXED_PARTITION"],
 		GPUNodes:       vars["SLURM_GPU_NODES"],
 		SbatchPath:     vars["SBATCH"],
 		ScontrolPath:   vars["SCONTROL"],

@@ -52,6 +52,26 @@ fail() {
   exit 1
 }
 
+# The mixed node: one node with GPUs of two types, in a partition of its
+# own ("mixed"), so tests can submit jobs whose GRES names several types
+# (Slurm refuses them where no node has both) without touching the
+# one-type nodes of the main partition.
+SLURM_MIXED_NODE=mix-1
+SLURM_MIXED_PARTITION=mixed
+SLURM_MIXED_GRES="v100:1 k80:1"
+
+# all_nodes_list is nodes_list plus the mixed node, whose type is "mixed"
+# and GPU count the sum of its GRES.
+all_nodes_list() {
+  local last="" name type gpus port total=0 g
+  while read -r name type gpus port; do
+    printf '%s %s %s %s\n' "$name" "$type" "$gpus" "$port"
+    last=$port
+  done < <(nodes_list)
+  for g in $SLURM_MIXED_GRES; do total=$((total + ${g##*:})); done
+  printf '%s mixed %s %s\n' "$SLURM_MIXED_NODE" "$total" "$((${last:-$SLURMD_PORT_BASE} + 1))"
+}
+
 # nodes_list prints "name type gpus port" for every configured node.
 nodes_list() {
   local group type count gpus i port="$SLURMD_PORT_BASE"
