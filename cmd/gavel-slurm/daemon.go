@@ -169,52 +169,27 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridg
 	for _, w := range append(cfg.Warnings(), config.CheckTokenFile(cfg.Slurm.TokenFile)...) {
 		log.Warn().Msg(w)
 	}
-	if err := serveDaemon(ctx, cfg, log, slurm); err != nil {
+	reload := func() (*config.Config, error) {
+		c, _, err := loadDaemonConfig(args, io.Discard)
+		return c, err
+	}
+	if err := serveDaemon(ctx, cfg, log, slurm, reload); err != nil {
 		log.Error().Err(err).Msg("daemon stopped")
 		return 1
 	}
 	return 0
 }
 
-func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, slurm bridge.Slurm) error {
-	var table *throughputs.Table
-	var err error
-	if cfg.Cluster.Throughputs == "physical" {
-		table, err = throughputs.Parse(etc.PhysicalClusterThroughputs)
-	} else {
-		table, err = throughputs.Reference()
-	}
-	if err != nil {
-		return fmt.Errorf("cluster.throughputs: %w", err)
-	}
-	core, err := daemon.NewCore(coreSettings(cfg), sched.TableEstimator{Table: table})
-	if err != nil {
-		return err
-	}
-	if slurm == nil {
-		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
-			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(),
-			Timeout: slurmTimeout, ReadTimeout: cfg.Slurm.ReadTimeout}
-		if cfg.Slurm.APIVersion != "" {
-			rc.Versions = []string{cfg.Slurm.APIVersion}
-		}
-		client, err := rest.New(rc)
-		if err != nil {
-			return fmt.Errorf("slurm: %w", err)
-		}
-		slurm = client
-	}
+func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, slurm bridge.Slurm, reload func() (*config.Config, error)) error {
 	st, err := store.Open(cfg.Daemon.StateDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	board := &api.Board{}
-	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: st, Board: board,
-		Metrics: api.NewMetrics(reg), Log: log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun})
+	shell := shellParts{store: st, board: &api.Board{}, metrics: api.NewMetrics(reg), log: log, slurm: slurm}
+	d, err := shell.build(cfg)
 	if err != nil {
 		return err
 	}
@@ -230,10 +205,107 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- api.Serve(ctx, ln, api.Handler(board, reg)) }()
-	if err := d.Run(ctx); err != nil {
-		return err
+	go func() { serveErr <- api.Serve(ctx, ln, api.Handler(shell.board, reg)) }()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		next, err := runUntilReload(ctx, d, hup, reload, log)
+		if err != nil {
+			return err
+		}
+		if next == nil {
+			break // ctx done
+		}
+		// The round in progress has finished and its state is saved: a
+		// daemon built on the new configuration carries on from the
+		// store, as after a restart. The listener stays (changing
+		// daemon.listen needs a restart).
+		nd, err := shell.build(next)
+		if err != nil {
+			log.Error().Err(err).Msg("reload: the new configuration cannot run; keeping the old one")
+			if d, err = shell.build(cfg); err != nil {
+				return err
+			}
+			continue
+		}
+		cfg, d = next, nd
+		log.Info().Str("policy", cfg.Scheduler.Policy).Dur("round", cfg.Scheduler.Round).
+			Strs("partitions", cfg.Slurm.Partitions).Msg("configuration reloaded")
 	}
 	cancel()
 	return <-serveErr
+}
+
+// runUntilReload runs d until ctx is done (nil, nil) or a SIGHUP brings a
+// configuration that parses (it is returned once the round in progress
+// has finished). A configuration that does not parse is logged and the
+// daemon runs on.
+func runUntilReload(ctx context.Context, d *daemon.Daemon, hup <-chan os.Signal, reload func() (*config.Config, error), log zerolog.Logger) (*config.Config, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	for {
+		select {
+		case err := <-done:
+			return nil, err
+		case <-hup:
+			next, err := reload()
+			if err != nil {
+				log.Error().Err(err).Msg("reload: configuration refused; running on the old one")
+				continue
+			}
+			stop()
+			if err := <-done; err != nil {
+				return nil, err
+			}
+			return next, nil
+		}
+	}
+}
+
+// shellParts are what a reload keeps: the store, the API's board and
+// metrics, the log, and a Slurm client given by the caller (tests).
+type shellParts struct {
+	store   *store.Store
+	board   *api.Board
+	metrics *api.Metrics
+	log     zerolog.Logger
+	slurm   bridge.Slurm
+}
+
+// build makes a daemon for cfg over the kept parts, restoring its state
+// from the store.
+func (p shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
+	var table *throughputs.Table
+	var err error
+	if cfg.Cluster.Throughputs == "physical" {
+		table, err = throughputs.Parse(etc.PhysicalClusterThroughputs)
+	} else {
+		table, err = throughputs.Reference()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster.throughputs: %w", err)
+	}
+	core, err := daemon.NewCore(coreSettings(cfg), sched.TableEstimator{Table: table})
+	if err != nil {
+		return nil, err
+	}
+	slurm := p.slurm
+	if slurm == nil {
+		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
+			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(),
+			Timeout: slurmTimeout, ReadTimeout: cfg.Slurm.ReadTimeout}
+		if cfg.Slurm.APIVersion != "" {
+			rc.Versions = []string{cfg.Slurm.APIVersion}
+		}
+		client, err := rest.New(rc)
+		if err != nil {
+			return nil, fmt.Errorf("slurm: %w", err)
+		}
+		slurm = client
+	}
+	return daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
+		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun})
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,4 +397,105 @@ func TestDaemonRefusesToReplaceAFile(t *testing.T) {
 	if data, _ := os.ReadFile(target); string(data) != "keep" {
 		t.Errorf("file at the socket path changed: %q", data)
 	}
+}
+
+// SIGHUP re-reads the configuration without losing state: the rounds go
+// on from where they were, with the new settings; a configuration that
+// does not parse is refused and the daemon runs on the old one.
+func TestSIGHUPReloadsTheConfigurationKeepingState(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "api.sock")
+	body := func(policy string) string {
+		return `
+[slurm]
+partitions = ["gpu"]
+[scheduler]
+policy = "` + policy + `"
+round = "1s"
+[daemon]
+state_dir = "` + dir + `"
+listen = "unix:` + sock + `"
+`
+	}
+	path := writeConfig(t, body("max_min_fairness_perf"))
+	slurm := fake.New(time.Now)
+	slurm.AddNode(bridge.Node{Name: "g1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	job := slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: "gavel: model=resnet50-bs64"})
+	if err := slurm.Start(job, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	done := make(chan int)
+	go func() { done <- runDaemon(ctx, []string{"--config", path}, &logs, slurm) }()
+	status := func() api.Status {
+		var st api.Status
+		var out, errOut bytes.Buffer
+		if runStatus([]string{"--server", "unix:" + sock, "--json"}, &out, &errOut) == 0 {
+			json.Unmarshal(out.Bytes(), &st) //nolint:errcheck // retried
+		}
+		return st
+	}
+	waitFor := func(what string, ok func(api.Status) bool) api.Status {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if st := status(); ok(st) {
+				return st
+			}
+		}
+		t.Fatalf("no %s; logs:\n%s", what, logs.String())
+		return api.Status{}
+	}
+	before := waitFor("third round", func(st api.Status) bool { return st.Round.Number >= 3 && len(st.Jobs) == 1 })
+
+	// A broken file is refused; the daemon runs on.
+	if err := os.WriteFile(path, []byte("[scheduler\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("round after a refused reload", func(st api.Status) bool { return st.Round.Number >= before.Round.Number+2 })
+	if !strings.Contains(logs.String(), "configuration refused") {
+		t.Errorf("the broken configuration was not reported; logs:\n%s", logs.String())
+	}
+
+	if err := os.WriteFile(path, []byte(body("max_min_fairness")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	after := waitFor("a round with the new policy", func(st api.Status) bool { return st.Round.Policy == "max_min_fairness" })
+	if after.Round.Number <= before.Round.Number {
+		t.Errorf("round counter went back: %d -> %d", before.Round.Number, after.Round.Number)
+	}
+	was, now := before.Jobs[0].Received["v100"], after.Jobs[0].Received["v100"]
+	if now < was || was == 0 {
+		t.Errorf("time received went from %.1f to %.1f s across the reload", was, now)
+	}
+	cancel()
+	if rc := <-done; rc != 0 {
+		t.Fatalf("daemon rc=%d logs:\n%s", rc, logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the daemon's log writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
