@@ -288,7 +288,11 @@ func (p shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster.throughputs: %w", err)
 	}
-	core, err := daemon.NewCore(coreSettings(cfg), sched.TableEstimator{Table: table})
+	set := coreSettings(cfg)
+	if set.Instance, err = daemon.Instance(p.store); err != nil {
+		return nil, err
+	}
+	core, err := daemon.NewCore(set, sched.TableEstimator{Table: table})
 	if err != nil {
 		return nil, err
 	}

@@ -349,3 +349,56 @@ func TestUnjournaledRoundLeavesNoPreemptionBehind(t *testing.T) {
 		t.Errorf("preemption once the journal works again: %v, want signal then requeue", got)
 	}
 }
+
+// Two daemons with their own state directories on the same jobs would
+// undo each other's choices: once one sees jobs it marked carrying the
+// other's run priority two rounds in a row, it sends nothing and says why.
+func TestASecondDaemonIsNoticed(t *testing.T) {
+	set := settings()
+	set.Instance = 1
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1", "b1:k80:1")
+	for range 3 {
+		h.submit(resnet, 1)
+	}
+	other := *h
+	other.set.Instance = 2
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	other.store = st
+	other.restart()
+	skipped := ""
+	for range 6 {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		for _, d := range []*Daemon{h.d, other.d} {
+			if rep := d.RunRound(context.Background()); rep.Skipped != "" {
+				skipped = rep.Skipped
+			}
+		}
+		h.startChosen()
+	}
+	if !strings.Contains(skipped, "another gavel-slurm daemon") {
+		t.Errorf("two daemons on the same jobs went unnoticed (last skip %q)", skipped)
+	}
+}
+
+// A daemon alone never takes itself for a second one, whatever priorities
+// Slurm computed for the jobs it has not chosen.
+func TestOneDaemonIsNotTakenForTwo(t *testing.T) {
+	set := settings()
+	set.Instance = 7
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
+	for i := range 3 {
+		h.slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: resnet, Priority: int64(RunPriority + 3 + i)})
+	}
+	for range 6 {
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		if rep := h.d.RunRound(context.Background()); rep.Skipped != "" {
+			t.Fatalf("skipped: %s", rep.Skipped)
+		}
+		h.d.RunGraces(context.Background())
+		h.startChosen()
+	}
+}

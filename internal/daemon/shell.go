@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
@@ -112,4 +115,23 @@ func allocationDoc(v sched.View) api.Allocation {
 	}
 	return api.Allocation{Policy: v.Allocation.Policy, Computed: v.AllocationComputed,
 		Types: v.Allocation.Types, Objective: v.Allocation.Objective, Rows: v.Allocation.Map()}
+}
+
+// Instance is the number this daemon marks its run priorities with (see
+// sched.Settings.Instance): drawn once, then kept in the state store, so
+// a restart keeps it and a second daemon with its own state directory
+// gets another.
+func Instance(st *store.Store) (int, error) {
+	var n int
+	switch err := st.GetMeta("instance", &n); {
+	case err == nil:
+		return n, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return 0, fmt.Errorf("instance number: %w", err)
+	}
+	n = 1 + rand.IntN(998)
+	if err := st.PutMeta("instance", n); err != nil {
+		return 0, fmt.Errorf("instance number: %w", err)
+	}
+	return n, nil
 }

@@ -59,6 +59,9 @@ type Settings struct {
 	// Seed drives the type-order shuffle of heterogeneity-agnostic
 	// policies and the randomized policies, so runs are reproducible.
 	Seed int64
+	// Instance (0 to 999) marks the priorities this daemon sets, so that
+	// another daemon acting on the same jobs is noticed (trust.go).
+	Instance int
 	// AdoptAdminHolds: in the first round, managed jobs held by an admin
 	// that no saved record names are taken for the daemon's own holds
 	// (recovery after the state directory was lost).
@@ -69,6 +72,11 @@ type Settings struct {
 // what priority/multifactor with small weights gives ordinary jobs, so
 // slurmctld starts them first.
 const RunPriority = 1_000_000
+
+// instanceMarks is how many daemons' run priorities are told apart: a
+// daemon gives chosen jobs RunPriority plus its instance number, so a job
+// carrying another number in that band was chosen by another daemon.
+const instanceMarks = 1000
 
 // jobState is what the core tracks about one managed, active job.
 type jobState struct {
@@ -141,6 +149,9 @@ type Core struct {
 	// suspects are the managed jobs missing from the last distrusted
 	// snapshot (distrust).
 	suspects map[string]bool
+	// foreignRounds counts the rounds in a row in which another daemon's
+	// run priority was seen (otherWriter).
+	foreignRounds int
 	// undo holds every job's ledger as it was before the last Step or
 	// Graces, for Abandon.
 	undo map[string]ledger
@@ -175,6 +186,9 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	}
 	if err := policy.CheckDaemonSupport(set.Policy); err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
+	}
+	if set.Instance < 0 || set.Instance >= instanceMarks {
+		return nil, fmt.Errorf("instance %d: must be in 0..%d", set.Instance, instanceMarks-1)
 	}
 	if set.Round <= 0 {
 		return nil, fmt.Errorf("scheduler.round: %s is not positive", set.Round)
@@ -243,6 +257,11 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		res.View = c.view(snap, now, &res)
 		return res
 	}
+	if why := c.otherWriter(snap); why != "" {
+		res.Skipped, res.SkipCause = why, "second_writer"
+		res.View = c.view(snap, now, &res)
+		return res
+	}
 	nowS := seconds(now)
 	c.noteTypes(snap)
 	servers := c.clusterOf(snap)
@@ -302,6 +321,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	res.View = c.view(snap, now, &res)
 	return res
 }
+
+// runPriority is the priority this daemon gives jobs it chooses.
+func (c *Core) runPriority() int64 { return RunPriority + int64(c.set.Instance) }
 
 // Settings returns the settings the step runs with.
 func (c *Core) Settings() Settings { return c.set }

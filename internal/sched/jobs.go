@@ -188,6 +188,8 @@ func (c *Core) noteHolds(actions []Action) {
 			js.heldByDaemon = true
 		case bridge.ActRelease:
 			js.heldByDaemon = false
+		case bridge.ActSetPriority:
+			js.marked = true
 		}
 	}
 }

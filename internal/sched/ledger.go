@@ -78,6 +78,9 @@ type ledger struct {
 	// recheckRestarts is the restart count before that requeue: a higher
 	// count on a running job means it already started again.
 	recheckRestarts int
+	// marked is set once the daemon gave the job its run priority: a
+	// different mark on it later is another daemon's (otherWriter).
+	marked bool
 }
 
 // ended reports whether Slurm shows the job finished in a way a grace

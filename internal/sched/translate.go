@@ -94,8 +94,8 @@ func (c *Core) runActions(j bridge.Job, t, why string) []Action {
 		add(bridge.Action{Kind: bridge.ActRelease})
 	}
 	// Release resets Slurm's priority, so it is set after a release.
-	if j.Held || j.Priority != RunPriority {
-		add(bridge.Action{Kind: bridge.ActSetPriority, Priority: RunPriority})
+	if j.Held || j.Priority != c.runPriority() {
+		add(bridge.Action{Kind: bridge.ActSetPriority, Priority: uint32(c.runPriority())})
 	}
 	// Slurm delays a requeued job's start by about two minutes, and a
 	// release sets that delay again: make it eligible at once, last.

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
@@ -69,4 +70,38 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 // missing from the second read are taken as gone.
 func (c *Core) Check(snap *bridge.Snapshot) (why, cause string) {
 	return c.distrust(snap)
+}
+
+// otherWriter says why it looks like another gavel-slurm daemon acts on
+// the same jobs: jobs this daemon gave its run priority now carry a run
+// priority marked with another instance number, in this round and the
+// one before. Only jobs the daemon marked itself count, so a priority
+// Slurm computed that happens to fall in the band is never taken for
+// another daemon's; two rounds in a row, so that one stray change does
+// not stop scheduling. Two daemons would undo each other's choices (and
+// take each other's holds for an admin's), so the daemon stops acting
+// until one is gone.
+func (c *Core) otherWriter(snap *bridge.Snapshot) string {
+	var foreign []string
+	for _, j := range snap.Jobs {
+		js := c.jobs[j.ID.String()]
+		mark := j.Priority - RunPriority
+		if js == nil || !js.marked || mark < 0 || mark >= instanceMarks || mark == int64(c.set.Instance) {
+			continue
+		}
+		foreign = append(foreign, fmt.Sprintf("%d (mark %d)", j.ID, mark))
+	}
+	if len(foreign) == 0 {
+		c.foreignRounds = 0
+		return ""
+	}
+	c.foreignRounds++
+	if c.foreignRounds < 2 {
+		return ""
+	}
+	if len(foreign) > 5 {
+		foreign = append(foreign[:5], "...")
+	}
+	return fmt.Sprintf("another gavel-slurm daemon sets priorities on managed jobs %s (this one marks %d): "+
+		"run one daemon per cluster; sending nothing until the other stops", strings.Join(foreign, ", "), c.set.Instance)
 }
