@@ -85,6 +85,12 @@ func (c *Collector) Close() error {
 	return nil
 }
 
+// Inventory reads the node's GPUs as Collect does, for the collector to
+// say at start what it found and how it named each type.
+func (c *Collector) Inventory() ([]GPU, []Skipped, error) {
+	return Enumerate(c.lib, c.cfg.Types)
+}
+
 // jobGPUs is what the collector knows of one job this interval.
 type jobGPUs struct {
 	stamp string
