@@ -7,6 +7,7 @@ package nvml
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -111,9 +112,12 @@ func (c *Collector) Collect() (reports.Report, error) {
 		return reports.Report{}, err
 	}
 
+	// Milliseconds are plenty, and keep the reports readable. The first
+	// report, and one at the same instant as the last, say the nominal
+	// interval.
 	interval := c.cfg.Interval.Seconds()
-	if !c.last.IsZero() && now.After(c.last) {
-		interval = now.Sub(c.last).Seconds()
+	if since := math.Round(now.Sub(c.last).Seconds()*1000) / 1000; !c.last.IsZero() && since > 0 {
+		interval = since
 	}
 	c.last = now
 	rep := reports.Report{Node: c.cfg.Node, Time: now.UTC().Truncate(time.Second), IntervalS: interval, Jobs: []reports.Job{}}

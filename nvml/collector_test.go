@@ -245,7 +245,7 @@ func TestCollectInterval(t *testing.T) {
 	for _, c := range []struct {
 		advance time.Duration
 		want    float64
-	}{{5 * time.Second, 30}, {45 * time.Second, 45}, {0, 30}} {
+	}{{5 * time.Second, 30}, {45 * time.Second, 45}, {0, 30}, {100 * time.Microsecond, 30}, {1500 * time.Microsecond, 0.002}} {
 		n.clock = n.clock.Add(c.advance)
 		rep, err := n.c.Collect()
 		if err != nil {
