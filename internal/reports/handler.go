@@ -65,7 +65,8 @@ type Handler struct {
 // content of tokenFile (read again at each request, so that a rotated
 // secret takes effect at once and no restart is needed) and gives each
 // accepted report to sink. sink runs in the request's goroutine and should
-// return quickly. counters may be nil.
+// return quickly. counters may be nil. The handler is a *Handler, whose
+// limits a caller may change before serving.
 func NewHandler(tokenFile string, sink func(Report), counters Counters) http.Handler {
 	return newHandler(tokenFile, sink, counters)
 }
