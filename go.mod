@@ -33,6 +33,7 @@ require (
 
 require (
 	github.com/BurntSushi/toml v1.4.0
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/SlinkyProject/slurm-client v1.0.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/rs/zerolog v1.33.0

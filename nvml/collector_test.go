@@ -1,0 +1,266 @@
+package nvml
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/reports"
+)
+
+// node is a fake node: GPUs on go-nvml's mock, a jobs directory, progress
+// files and a /proc tree, all under a temporary directory.
+type node struct {
+	t        *testing.T
+	lib      *mock.Interface
+	jobsDir  string
+	progDir  string
+	procRoot string
+	clock    time.Time
+	c        *Collector
+}
+
+func newNode(t *testing.T, spec string, tweak func([]FakeGPU)) *node {
+	t.Helper()
+	gpus, err := ParseFakeGPUs(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(gpus)
+	}
+	root := t.TempDir()
+	n := &node{t: t, lib: NewFake(gpus).(*mock.Interface),
+		jobsDir: filepath.Join(root, "jobs"), progDir: filepath.Join(root, "progress"), procRoot: filepath.Join(root, "proc"),
+		clock: time.Unix(1_700_000_000, 0)}
+	for _, d := range []string{n.jobsDir, n.progDir, n.procRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.c, err = Open(n.lib, Config{Node: "gpu01", JobsDir: n.jobsDir, ProgressDir: n.progDir, ProcRoot: n.procRoot,
+		Interval: 30 * time.Second, Now: func() time.Time { return n.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (n *node) write(dir, name, content string) {
+	n.t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		n.t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString(content)
+}
+
+// collect advances the clock and returns the report, checked by the
+// daemon's decoder after a trip through JSON.
+func (n *node) collect(advance time.Duration) map[string]reports.Job {
+	n.t.Helper()
+	n.clock = n.clock.Add(advance)
+	rep, err := n.c.Collect()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if _, err := reports.Decode(bytes.NewReader(data), reports.DefaultMaxBytes, n.clock, reports.DefaultMaxAge); err != nil {
+		n.t.Fatalf("the daemon would refuse the report: %v\n%s", err, data)
+	}
+	if rep.Node != "gpu01" || !rep.Time.Equal(n.clock) {
+		n.t.Errorf("report node %q time %v", rep.Node, rep.Time)
+	}
+	out := map[string]reports.Job{}
+	for _, j := range rep.Jobs {
+		out[j.JobID+"/"+j.GPUType] = j
+	}
+	return out
+}
+
+func (n *node) device(i int) *mock.Device {
+	d, _ := n.lib.DeviceGetHandleByIndexFunc(i)
+	return d.(*mock.Device)
+}
+
+// jobLine summarises a report entry for comparison.
+func jobLine(j reports.Job) string {
+	s := fmt.Sprintf("gpus=%d util=%.2f mem=%d", j.GPUs, j.SMUtil, j.MemUsedBytes)
+	if j.Steps != nil {
+		s += fmt.Sprintf(" steps=%d", *j.Steps)
+	}
+	if j.StepsPerS != nil {
+		s += fmt.Sprintf(" rate=%.2f", *j.StepsPerS)
+	}
+	return s
+}
+
+func checkJobs(t *testing.T, got map[string]reports.Job, want map[string]string) {
+	t.Helper()
+	for key, w := range want {
+		j, ok := got[key]
+		if !ok {
+			t.Errorf("%s missing from the report", key)
+			continue
+		}
+		if g := jobLine(j); g != w {
+			t.Errorf("%s: %s\n  want %s", key, g, w)
+		}
+	}
+	for key := range got {
+		if _, ok := want[key]; !ok {
+			t.Errorf("%s in the report, not expected: %s", key, jobLine(got[key]))
+		}
+	}
+}
+
+func TestCollect(t *testing.T) {
+	n := newNode(t, "v100:4,k80:4", func(g []FakeGPU) {
+		g[0].Util, g[0].MemUsed = 80, 1000
+		g[1].Util, g[1].MemUsed = 60, 2000
+		g[2].PIDs, g[2].Util = []uint32{500}, 100 // a job without the Prolog: cgroup v2
+		g[3].PIDs = []uint32{600, 601}            // cgroup v1, and a process outside any job
+		g[4].PIDs = []uint32{700}                 // claimed by job 102's file: its process is not looked up
+	})
+	n.write(n.jobsDir, "101", "0,1\n")
+	n.write(n.jobsDir, "102", "4,5,6,7\n")
+	n.write(n.procRoot, "500/cgroup", cgroupV2)
+	n.write(n.procRoot, "600/cgroup", cgroupV1)
+	n.write(n.procRoot, "601/cgroup", cgroupOther)
+	n.write(n.procRoot, "700/cgroup", cgroupV2)
+
+	// First interval: job 101's first counts are its baseline.
+	n.write(n.progDir, "101.progress", "0 1699999990\n100 1700000020\n")
+	got := n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{
+		"101/v100":  "gpus=2 util=0.70 mem=3000 steps=100",
+		"102/k80":   "gpus=4 util=0.00 mem=0", // never reports progress
+		"9001/v100": "gpus=1 util=1.00 mem=0",
+		"4242/v100": "gpus=1 util=0.00 mem=0",
+	})
+
+	// Second interval: a rate for 101, and GPU 1 falls off the bus.
+	n.write(n.progDir, "101.progress", "400 1700000050\n")
+	n.device(1).GetUUIDFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+	got = n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{
+		"101/v100":  "gpus=1 util=0.80 mem=1000 steps=400 rate=10.00",
+		"102/k80":   "gpus=4 util=0.00 mem=0",
+		"9001/v100": "gpus=1 util=1.00 mem=0",
+		"4242/v100": "gpus=1 util=0.00 mem=0",
+	})
+
+	// Third: GPU 0 goes too, so job 101 has no GPU left to report on;
+	// the 9001 process ended.
+	n.device(0).GetNameFunc = func() (string, gonvml.Return) { return "", gonvml.ERROR_GPU_IS_LOST }
+	os.RemoveAll(filepath.Join(n.procRoot, "500"))
+	got = n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{
+		"102/k80":   "gpus=4 util=0.00 mem=0",
+		"4242/v100": "gpus=1 util=0.00 mem=0",
+	})
+	if _, kept := n.c.progress.jobs["101"]; kept {
+		t.Error("the progress state of a job no longer on the node is kept")
+	}
+}
+
+// TestCollectMixedTypes: a job on two types gets an entry per type, and
+// its progress, which is the whole job's, goes on neither.
+func TestCollectMixedTypes(t *testing.T) {
+	n := newNode(t, "v100:2,k80:2", nil)
+	n.write(n.jobsDir, "55", "1,2,3\n")
+	n.write(n.progDir, "55.progress", "10\n")
+	got := n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{
+		"55/v100": "gpus=1 util=0.00 mem=0",
+		"55/k80":  "gpus=2 util=0.00 mem=0",
+	})
+}
+
+// TestCollectUUIDs: a mapping file may name GPUs by UUID (as
+// CUDA_VISIBLE_DEVICES does on some sites) and name GPUs that are not
+// there.
+func TestCollectUUIDs(t *testing.T) {
+	n := newNode(t, "h100:2", nil)
+	n.write(n.jobsDir, "9", "GPU-fa4e0000-0000-0000-0000-000000000001,7,junk\n")
+	n.write(n.jobsDir, "10", "12\n")
+	got := n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{"9/h100": "gpus=1 util=0.00 mem=0"})
+}
+
+// TestCollectRequeue: the Prolog writing a job's file again (the job was
+// requeued and started over on this node) restarts its warm-up, even
+// though its progress file kept growing.
+func TestCollectRequeue(t *testing.T) {
+	n := newNode(t, "a100:1", nil)
+	path := filepath.Join(n.jobsDir, "8")
+	writeJob := func() {
+		os.WriteFile(path+".tmp", []byte("0\n"), 0o644)
+		os.Rename(path+".tmp", path)
+	}
+	writeJob()
+	n.write(n.progDir, "8.progress", "100\n")
+	n.collect(30 * time.Second)
+	n.write(n.progDir, "8.progress", "400\n")
+	got := n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{"8/a100": "gpus=1 util=0.00 mem=0 steps=400 rate=10.00"})
+	os.Remove(path)
+	writeJob()
+	n.write(n.progDir, "8.progress", "700\n")
+	got = n.collect(30 * time.Second)
+	checkJobs(t, got, map[string]string{"8/a100": "gpus=1 util=0.00 mem=0 steps=700"})
+}
+
+func TestCollectEmptyNode(t *testing.T) {
+	n := newNode(t, "t4:1", nil)
+	os.RemoveAll(n.jobsDir) // no Prolog installed
+	got := n.collect(30 * time.Second)
+	if len(got) != 0 {
+		t.Errorf("jobs on an idle node: %v", got)
+	}
+	rep, err := n.c.Collect()
+	if err != nil || rep.Jobs == nil {
+		t.Errorf("an idle node's report must carry an empty list, not null: %+v %v", rep, err)
+	}
+}
+
+func TestCollectInterval(t *testing.T) {
+	n := newNode(t, "t4:1", nil)
+	for _, c := range []struct {
+		advance time.Duration
+		want    float64
+	}{{5 * time.Second, 30}, {45 * time.Second, 45}, {0, 30}, {100 * time.Microsecond, 30}, {1500 * time.Microsecond, 0.002}} {
+		n.clock = n.clock.Add(c.advance)
+		rep, err := n.c.Collect()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.IntervalS != c.want {
+			t.Errorf("after %v: interval %v, want %v", c.advance, rep.IntervalS, c.want)
+		}
+	}
+}
+
+func TestCollectCountFails(t *testing.T) {
+	n := newNode(t, "t4:1", nil)
+	n.lib.DeviceGetCountFunc = func() (int, gonvml.Return) { return 0, gonvml.ERROR_UNKNOWN }
+	if _, err := n.c.Collect(); err == nil || !strings.Contains(err.Error(), "count the GPUs") {
+		t.Errorf("err %v", err)
+	}
+}

@@ -1,0 +1,238 @@
+package nvml
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A progress step: what happens to the file, then what Update says.
+type pstep struct {
+	do        func(t *testing.T, path string)
+	now       int64  // Unix seconds of the update
+	stamp     string // the job file's stamp
+	steps     int64  // -1: no count
+	rate      float64
+	hasRate   bool
+	garbage   int
+	restarted bool
+}
+
+func appendText(s string) func(*testing.T, string) {
+	return func(t *testing.T, path string) {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// truncateTo rewrites the file in place (same inode, shorter).
+func truncateTo(s string) func(*testing.T, string) {
+	return func(t *testing.T, path string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// replaceWith puts a new file in its place (new inode, possibly longer).
+func replaceWith(s string) func(*testing.T, string) {
+	return func(t *testing.T, path string) {
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func remove(t *testing.T, path string) { os.Remove(path) }
+
+func nothing(*testing.T, string) {}
+
+func rate(v float64) (float64, bool) { return v, true }
+
+func TestProgressTracker(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps []pstep
+	}{
+		{"steady, with times", []pstep{
+			{do: appendText("0 1000\n100 1010\n"), now: 1020, steps: 100}, // warm-up: no rate
+			{do: appendText("400 1040\n"), now: 1050, steps: 400, rate: 10, hasRate: true},
+			{do: nothing, now: 1080, steps: 400},                                                   // nothing new: no rate
+			{do: appendText("700 1100\n"), now: 1110, steps: 700, rate: 5, hasRate: true},          // over 60 s
+			{do: appendText("700 1130\n"), now: 1140, steps: 700, rate: 0, hasRate: true},          // stalled
+			{do: appendText("710 1131.5\n"), now: 1141, steps: 710, rate: 10 / 1.5, hasRate: true}, // fractional time
+		}},
+		{"no times: the read time stands in", []pstep{
+			{do: appendText("10\n"), now: 1000, steps: 10},
+			{do: appendText("40\n70\n"), now: 1030, steps: 70, rate: 2, hasRate: true},
+		}},
+		{"garbage lines are skipped and counted", []pstep{
+			{do: appendText("abc\n100 1010\n-5\n1e3\n200 1020 extra\n\n150 NaN\n12 -4\n"), now: 1020, steps: 100, garbage: 6},
+			{do: appendText("\x00\x01\n400 1040\n"), now: 1050, steps: 400, rate: 10, hasRate: true, garbage: 1},
+		}},
+		{"a line written in two pieces", []pstep{
+			{do: appendText("100 1000\n200 10"), now: 1015, steps: 100},
+			{do: appendText("10\n"), now: 1020, steps: 200, rate: 10, hasRate: true},
+		}},
+		{"a line too long", []pstep{
+			{do: appendText("100 1000\n" + strings.Repeat("9", 300)), now: 1005, steps: 100, garbage: 1},
+			{do: appendText(strings.Repeat("9", 300) + "\n200 1010\n"), now: 1015, steps: 200, rate: 10, hasRate: true},
+		}},
+		{"time going back", []pstep{
+			{do: appendText("100 1010\n"), now: 1020, steps: 100},
+			{do: appendText("200 1005\n"), now: 1050, steps: 100, garbage: 1},
+		}},
+		{"time in the future", []pstep{
+			{do: appendText("100 99999999999\n"), now: 1020, steps: -1, garbage: 1},
+		}},
+		{"a job that never reports", []pstep{
+			{do: nothing, now: 1000, steps: -1},
+			{do: nothing, now: 1030, steps: -1},
+		}},
+		{"an empty file", []pstep{
+			{do: appendText(""), now: 1000, steps: -1},
+			{do: nothing, now: 1030, steps: -1},
+		}},
+		{"a file that shrinks: reset and warm up again", []pstep{
+			{do: appendText("1000 1000\n"), now: 1010, steps: 1000},
+			{do: appendText("1300 1030\n"), now: 1040, steps: 1300, rate: 10, hasRate: true},
+			{do: truncateTo("5 1050\n"), now: 1060, steps: 5, restarted: true},
+			{do: appendText("65 1080\n"), now: 1090, steps: 65, rate: 2, hasRate: true},
+		}},
+		{"a file replaced by a longer one", []pstep{
+			{do: appendText("10 1000\n"), now: 1010, steps: 10},
+			{do: replaceWith("0 1020\n50 1030\n100 1040\n"), now: 1045, steps: 100, restarted: true},
+			{do: appendText("400 1070\n"), now: 1075, steps: 400, rate: 10, hasRate: true},
+		}},
+		{"a count that goes down: restart from a checkpoint", []pstep{
+			{do: appendText("1000 1000\n"), now: 1010, steps: 1000},
+			{do: appendText("1300 1030\n"), now: 1040, steps: 1300, rate: 10, hasRate: true},
+			{do: appendText("900 1060\n950 1065\n"), now: 1070, steps: 950, restarted: true},
+			{do: appendText("1250 1095\n"), now: 1100, steps: 1250, rate: 10, hasRate: true},
+		}},
+		{"a file removed", []pstep{
+			{do: appendText("10 1000\n"), now: 1010, steps: 10},
+			{do: remove, now: 1040, steps: -1, restarted: true},
+			{do: appendText("20 1050\n"), now: 1060, steps: 20},
+		}},
+		{"the job's mapping written again", []pstep{
+			{do: appendText("10 1000\n"), now: 1010, stamp: "a", steps: 10},
+			{do: appendText("40 1030\n"), now: 1040, stamp: "a", steps: 40, rate: 1, hasRate: true},
+			{do: appendText("70 1060\n"), now: 1070, stamp: "b", steps: 70, restarted: true},
+			{do: appendText("100 1090\n"), now: 1100, stamp: "b", steps: 100, rate: 1, hasRate: true},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "77"+ProgressSuffix)
+			p := NewProgressTracker(dir)
+			for i, s := range c.steps {
+				s.do(t, path)
+				got, err := p.Update("77", s.stamp, time.Unix(s.now, 0))
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if err := checkProgress(got, s); err != nil {
+					t.Errorf("step %d: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+func checkProgress(got JobProgress, want pstep) error {
+	switch {
+	case want.steps < 0 && got.Steps != nil:
+		return fmt.Errorf("steps %d, want none", *got.Steps)
+	case want.steps >= 0 && (got.Steps == nil || *got.Steps != want.steps):
+		return fmt.Errorf("steps %v, want %d", fmtPtr(got.Steps), want.steps)
+	case !want.hasRate && got.Rate != nil:
+		return fmt.Errorf("rate %v, want none", *got.Rate)
+	case want.hasRate && (got.Rate == nil || math.Abs(*got.Rate-want.rate) > 1e-9):
+		return fmt.Errorf("rate %v, want %v", fmtPtr(got.Rate), want.rate)
+	case got.Garbage != want.garbage:
+		return fmt.Errorf("garbage %d, want %d", got.Garbage, want.garbage)
+	case got.Restarted != want.restarted:
+		return fmt.Errorf("restarted %v, want %v", got.Restarted, want.restarted)
+	}
+	return nil
+}
+
+func fmtPtr[T any](p *T) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}
+
+// TestProgressBacklog: only the latest lines of a large file are read. A
+// file first seen with a long history is normal; one that grew past the
+// bound within an interval is counted.
+func TestProgressBacklog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "5"+ProgressSuffix)
+	var b strings.Builder
+	for i := 0; i < 1000; i++ {
+		fmt.Fprintf(&b, "%d %d\n", i, 1000+i)
+	}
+	appendText(b.String())(t, path)
+	p := NewProgressTracker(dir)
+	p.maxReadBytes = 100
+	got, err := p.Update("5", "", time.Unix(3000, 0))
+	if err := checkProgress(got, pstep{steps: 999}); err != nil || got.Garbage != 0 {
+		t.Fatalf("first read: %v (garbage %d)", err, got.Garbage)
+	}
+	b.Reset()
+	for i := 1000; i < 1100; i++ {
+		fmt.Fprintf(&b, "%d %d\n", i, 1000+i)
+	}
+	appendText(b.String())(t, path)
+	got, err = p.Update("5", "", time.Unix(3000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkProgress(got, pstep{steps: 1099, rate: 1, hasRate: true, garbage: 1}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestProgressRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("123\n"), 0o600)
+	if err := os.Symlink(secret, filepath.Join(dir, "9"+ProgressSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	p := NewProgressTracker(dir)
+	got, err := p.Update("9", "", time.Unix(1000, 0))
+	if err == nil || got.Steps != nil {
+		t.Errorf("followed a symbolic link: %+v, %v", got, err)
+	}
+}
+
+func TestProgressForget(t *testing.T) {
+	dir := t.TempDir()
+	p := NewProgressTracker(dir)
+	for _, job := range []string{"1", "2", "3"} {
+		p.Update(job, "", time.Unix(1000, 0))
+	}
+	p.Forget(map[string]bool{"2": true})
+	if len(p.jobs) != 1 || p.jobs["2"] == nil {
+		t.Errorf("jobs left %v, want only 2", p.jobs)
+	}
+}
