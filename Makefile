@@ -6,7 +6,7 @@ BIN := bin/gavel-slurm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all deps build test unit-test integration-test bench demo fmt vet slurm-up slurm-down clean
+.PHONY: all deps build test unit-test python-test integration-test bench demo fmt vet slurm-up slurm-down clean
 
 all: build
 
@@ -25,11 +25,16 @@ vet: deps
 	$(GO) vet ./...
 
 # Unit tests, then the integration tests that need a real local Slurm.
-test: build vet unit-test integration-test
+test: build vet unit-test python-test integration-test
 
 unit-test: deps
 	@echo "test: unit tests"
 	$(GO) test -count=1 ./...
+
+# The training-loop helper shipped for users (contrib/python).
+python-test:
+	@echo "test: python helper"
+	python3 -m unittest discover contrib/python
 
 integration-test: build
 	@bash scripts/integration-test.sh
