@@ -73,12 +73,24 @@ type JobStatus struct {
 	// ThroughputSource says where the job's throughput estimates come
 	// from (reference table entry, default, measurement).
 	ThroughputSource string `json:"throughput_source,omitempty"`
+	// Throughputs are the job's rates per GPU type with their source
+	// (measured, estimated, table, default).
+	Throughputs map[string]Throughput `json:"throughputs,omitempty"`
 	// Preempt is how the job takes preemption (checkpoint, requeue,
 	// never), its tag's or the site's default.
 	Preempt string `json:"preempt,omitempty"`
 	// Grace says where a preemption in progress stands ("grace until
 	// 09:01:05", "requeued"); empty otherwise.
 	Grace string `json:"grace,omitempty"`
+}
+
+// Throughput is one job's step rate on one GPU type and where it comes
+// from.
+type Throughput struct {
+	StepsPerS float64 `json:"steps_per_s"`
+	// Source is measured, estimated, table or default.
+	Source string `json:"source"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // TypeSummary is one GPU type's line in status.

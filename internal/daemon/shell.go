@@ -105,6 +105,12 @@ func jobStatus(jv sched.JobView) api.JobStatus {
 	if jv.Managed {
 		js.SinceArrival = jv.SinceArrival.Seconds()
 	}
+	if len(jv.Throughputs) > 0 {
+		js.Throughputs = make(map[string]api.Throughput, len(jv.Throughputs))
+		for t, r := range jv.Throughputs {
+			js.Throughputs[t] = api.Throughput{StepsPerS: r.StepsPerSecond, Source: r.Source, Detail: r.Detail}
+		}
+	}
 	return js
 }
 

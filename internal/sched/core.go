@@ -85,8 +85,10 @@ type jobState struct {
 	scale       int
 	throughputs map[string]float64
 	source      string
-	tag         bridge.Tag
-	firstSeen   time.Time
+	// perType is each type's rate with its own source (status).
+	perType   map[string]Rate
+	tag       bridge.Tag
+	firstSeen time.Time
 	// received is the seconds of service per type since arrival.
 	received map[string]float64
 	decision string
@@ -136,6 +138,9 @@ type Core struct {
 	typeList []string
 	// typeNodes are the latest snapshot's nodes by GPU type.
 	typeNodes map[string][]bridge.Node
+	// estVersion is the estimator's version the jobs' rates were last
+	// refreshed against (Versioned estimators).
+	estVersion uint64
 	// typesSig describes the known types and their nodes' features;
 	// ratesSig is the description the jobs' rates were last refreshed
 	// against (refreshRates).
@@ -272,7 +277,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	res.Forget = c.syncJobs(snap, now)
 	c.adopted = true
-	c.refreshRates(snap)
+	c.refreshRates(snap, now)
 	if c.restored != nil {
 		if c.restored.Rounds != nil {
 			c.mech.Load(*c.restored.Rounds)

@@ -5,17 +5,23 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
-// rates is a job's estimate (see estimate) limited to the types it can
-// run on: its typed request's type, or the types with a node that has its
-// own constraint features.
-func (c *Core) rates(j bridge.Job) (model string, rates map[string]float64, source string) {
-	model, rates, source = c.estimate(j.Tag.Model, j.GPUs)
+// rates is a job's estimate on every known type, limited to the types it
+// can run on: its typed request's type, or the types with a node that has
+// its own constraint features.
+func (c *Core) rates(j bridge.Job, now time.Time) (model string, rates map[string]float64, per map[string]Rate, source string) {
+	model, per = c.est.Rates(JobQuery{ID: j.ID.String(), Model: j.Tag.Model, Scale: j.GPUs}, c.knownTypes(), now)
+	rates = make(map[string]float64, len(per))
+	for t, r := range per {
+		rates[t] = r.StepsPerSecond
+	}
+	source = summarize(per)
 	if t := j.RequestedGPUType; t != "" {
 		// A typed request (--gres=gpu:v100:N) can only run on its type,
 		// and its request is never rewritten: the job takes part in the
@@ -25,7 +31,7 @@ func (c *Core) rates(j bridge.Job) (model string, rates map[string]float64, sour
 				rates[other] = 0
 			}
 		}
-		return model, rates, source + "; pinned to " + t + " by its typed request"
+		return model, rates, per, source + "; pinned to " + t + " by its typed request"
 	}
 	if own, _ := ownFeatures(j.Constraints, c.isGPUType); len(own) > 0 {
 		fit := c.typesWithFeatures(own)
@@ -36,18 +42,40 @@ func (c *Core) rates(j bridge.Job) (model string, rates map[string]float64, sour
 		}
 		source += "; only " + strings.Join(fit, ", ") + " have nodes with its features " + strings.Join(own, "&")
 	}
-	return model, rates, source
+	return model, rates, per, source
+}
+
+// summarize is one line on where a job's rates come from: the detail
+// they share, or each type's source.
+func summarize(per map[string]Rate) string {
+	types := sortedKeys(per)
+	same := true
+	for _, t := range types {
+		same = same && per[t].Detail == per[types[0]].Detail
+	}
+	if same && len(types) > 0 {
+		return per[types[0]].Detail
+	}
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = t + ": " + per[t].Source
+	}
+	return strings.Join(parts, ", ")
 }
 
 // refreshRates recomputes the rates of the jobs in the mechanism when the
 // known GPU types or the nodes' features changed since they were
-// estimated: a job that arrived while its type had no node can then run
-// there.
-func (c *Core) refreshRates(snap *bridge.Snapshot) {
-	if c.typesSig == c.ratesSig {
+// estimated (a job that arrived while its type had no node can then run
+// there), or when the estimator learned something (new measurements).
+func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
+	version := uint64(0)
+	if v, ok := c.est.(Versioned); ok {
+		version = v.Version()
+	}
+	if c.typesSig == c.ratesSig && version == c.estVersion {
 		return
 	}
-	c.ratesSig = c.typesSig
+	c.ratesSig, c.estVersion = c.typesSig, version
 	changed := false
 	for _, id := range c.order {
 		js := c.jobs[id]
@@ -59,8 +87,10 @@ func (c *Core) refreshRates(snap *bridge.Snapshot) {
 		if !ok {
 			continue
 		}
-		_, rates, source := c.rates(j)
+		_, rates, per, source := c.rates(j, now)
+		js.perType = per
 		if maps.Equal(rates, js.throughputs) {
+			js.source = source
 			continue
 		}
 		if err := c.mech.SetThroughputs(id, rates); err != nil {
@@ -73,13 +103,37 @@ func (c *Core) refreshRates(snap *bridge.Snapshot) {
 	}
 }
 
+// JobQuery names the job an estimate is for.
+type JobQuery struct {
+	ID string
+	// Model is the model the job's tag names, as written ("" if none).
+	Model string
+	// Scale is the number of GPUs the job asks for.
+	Scale int
+}
+
+// Rate is one job's step rate on one GPU type and where it comes from.
+type Rate struct {
+	StepsPerSecond float64
+	// Source is "measured", "estimated", "table" or "default".
+	Source string
+	// Detail explains the figure for status.
+	Detail string
+}
+
 // Estimator gives a job's step rate on each GPU type and says where the
-// figures come from. The reference table is one; measurements from the
-// node collectors are another.
+// figures come from. The reference table is one (TableEstimator);
+// measurements from the node collectors are another.
 type Estimator interface {
-	// Estimate returns the model's resolved name, its rate on each of
-	// types at scale GPUs, and the source of the figures.
-	Estimate(model string, scale int, types []string) (name string, rates map[string]float64, source string)
+	// Rates returns the job's model as the estimator resolved it (for
+	// status) and its rate on each of types.
+	Rates(job JobQuery, types []string, now time.Time) (model string, rates map[string]Rate)
+}
+
+// Versioned is an Estimator whose answers change as it learns: Version
+// changes whenever they may have, so the step asks again only then.
+type Versioned interface {
+	Version() uint64
 }
 
 // TableEstimator estimates from a throughput table: the entry for the
@@ -91,7 +145,22 @@ type TableEstimator struct {
 	Table *throughputs.Table
 }
 
-// Estimate implements Estimator.
+// Rates implements Estimator.
+func (e TableEstimator) Rates(job JobQuery, types []string, _ time.Time) (string, map[string]Rate) {
+	name, rates, source := e.Estimate(job.Model, job.Scale, types)
+	kind := "table"
+	if strings.HasPrefix(source, "default") {
+		kind = "default"
+	}
+	out := make(map[string]Rate, len(rates))
+	for t, v := range rates {
+		out[t] = Rate{StepsPerSecond: v, Source: kind, Detail: source}
+	}
+	return name, out
+}
+
+// Estimate is the table's answer for a model at scale GPUs on types, and
+// its source.
 func (e TableEstimator) Estimate(model string, scale int, types []string) (string, map[string]float64, string) {
 	out := make(map[string]float64, len(types))
 	name, ok := bridge.ResolveModel(model, e.Table.Models())
@@ -132,9 +201,15 @@ func (e TableEstimator) Estimate(model string, scale int, types []string) (strin
 	return model, out, "default: equal on every type (" + why + ")"
 }
 
-// estimate is the estimator's answer for every known GPU type.
+// estimate is the estimator's answer for a model on every known type, as
+// the table would give it to a job that has no measurements.
 func (c *Core) estimate(model string, scale int) (string, map[string]float64, string) {
-	return c.est.Estimate(model, scale, c.knownTypes())
+	name, per := c.est.Rates(JobQuery{Model: model, Scale: scale}, c.knownTypes(), time.Time{})
+	rates := make(map[string]float64, len(per))
+	for t, r := range per {
+		rates[t] = r.StepsPerSecond
+	}
+	return name, rates, summarize(per)
 }
 
 func indexOf(list []string, s string) int {

@@ -100,7 +100,7 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	js.tag, js.scale = j.Tag, j.GPUs
 	eff := c.set.Rules.Apply(siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag})
 	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
-	js.model, js.throughputs, js.source = c.rates(j)
+	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
 	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on
 		// a job the mechanism does not know.
@@ -249,7 +249,11 @@ func (c *Core) records(now time.Time) []Record {
 		if len(js.throughputs) > 0 {
 			rec.Estimates = map[string]Estimate{}
 			for t, v := range js.throughputs {
-				rec.Estimates[t] = Estimate{StepsPerSecond: v, Source: js.source}
+				source := js.source
+				if r, ok := js.perType[t]; ok {
+					source = r.Source + ": " + r.Detail
+				}
+				rec.Estimates[t] = Estimate{StepsPerSecond: v, Source: source}
 			}
 		}
 		out = append(out, rec)

@@ -79,6 +79,9 @@ type JobView struct {
 	Received         map[string]float64
 	SinceArrival     time.Duration
 	ThroughputSource string
+	// Throughputs are the job's rates on each type the policy sees, each
+	// with its source.
+	Throughputs map[string]Rate
 	// Preempt is the job's effective preemption mode; Grace where its
 	// preemption stands.
 	Preempt, Grace string
@@ -156,6 +159,12 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			jv.Allocation = alloc[s.id]
 			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
 			jv.ThroughputSource = s.source
+			jv.Throughputs = make(map[string]Rate, len(s.throughputs))
+			for t, v := range s.throughputs {
+				r := s.perType[t]
+				r.StepsPerSecond = v
+				jv.Throughputs[t] = r
+			}
 			jv.Preempt, jv.Grace = string(c.modeOf(s)), c.graceStatus(s)
 			c.summarize(summary, j, s, jv.Allocation)
 		}
