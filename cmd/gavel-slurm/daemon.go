@@ -53,6 +53,7 @@ var daemonFlags = []struct{ flag, key, usage string }{
 	{"default-preempt", "scheduler.default_preempt", "how jobs whose tag names no preempt= mode are stopped: checkpoint, requeue or never"},
 	{"state-dir", "daemon.state_dir", "directory of the state database (a relative path is taken from the current directory)"},
 	{"listen", "daemon.listen", "API address: host:port or unix:/path"},
+	{"collector-listen", "daemon.collector_listen", "address node collectors post reports to (host:port or unix:/path; empty: off)"},
 }
 
 // defaultConfigPath is the file read when --config is not given; a

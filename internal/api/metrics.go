@@ -21,6 +21,7 @@ type Metrics struct {
 	jobReceived   *prometheus.GaugeVec
 	preemptions   prometheus.Counter
 	actions       *prometheus.CounterVec
+	reports       *prometheus.CounterVec
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -52,9 +53,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gavel_slurm_preemptions_total", Help: "Running jobs preempted (grace signal sent)."}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gavel_slurm_actions_total", Help: "Slurm actions by kind and result (sent, failed, dry_run)."}, []string{"kind", "result"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gavel_slurm_collector_reports_total", Help: "Node collector reports by result: accepted, or the kind of rejection (unauthorized, malformed, too_large, stale, invalid, ...)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
-		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions)
+		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports)
 	return m
 }
 
@@ -78,6 +81,12 @@ func (m *Metrics) CountSkip(cause string) {
 // CountAction records one Slurm action's outcome: "sent", "failed" or
 // "dry_run".
 func (m *Metrics) CountAction(kind, result string) { m.actions.WithLabelValues(kind, result).Inc() }
+
+// Accept counts a collector report taken in (reports.Counters).
+func (m *Metrics) Accept() { m.reports.WithLabelValues("accepted").Inc() }
+
+// Reject counts a collector report refused, by kind (reports.Counters).
+func (m *Metrics) Reject(kind string) { m.reports.WithLabelValues(kind).Inc() }
 
 // CountPreemption records one preemption.
 func (m *Metrics) CountPreemption() { m.preemptions.Inc() }

@@ -135,6 +135,12 @@ type Daemon struct {
 	Listen string
 	// LogLevel is zerolog's level name: debug, info, warn, error.
 	LogLevel string
+	// CollectorListen is where node collectors post their reports
+	// (host:port or unix:/path), apart from the read-only API; empty
+	// turns reports off.
+	CollectorListen string
+	// CollectorTokenFile holds the secret collectors authenticate with.
+	CollectorTokenFile string
 	// AdoptAdminHolds makes the first round take managed jobs held by an
 	// admin, which the state store does not know, for the daemon's own
 	// holds: recovery after the state directory was lost. Flag only
@@ -170,6 +176,9 @@ func Default() Config {
 			StateDir: "/var/lib/gavel-slurm",
 			Listen:   "127.0.0.1:8390",
 			LogLevel: "info",
+			// Collectors on other nodes reach the daemon over the
+			// network: off until the site sets an address.
+			CollectorTokenFile: "/etc/gavel-slurm/collector.token",
 		},
 		Rules: siterules.Default(),
 	}
@@ -205,9 +214,11 @@ type file struct {
 		DryRun           *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
-		StateDir *string `toml:"state_dir"`
-		Listen   *string `toml:"listen"`
-		LogLevel *string `toml:"log_level"`
+		StateDir           *string `toml:"state_dir"`
+		Listen             *string `toml:"listen"`
+		LogLevel           *string `toml:"log_level"`
+		CollectorListen    *string `toml:"collector_listen"`
+		CollectorTokenFile *string `toml:"collector_token_file"`
 	} `toml:"daemon"`
 	Limits struct {
 		limitsFile
@@ -326,6 +337,8 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Daemon.StateDir, f.Daemon.StateDir)
 	setString(&c.Daemon.Listen, f.Daemon.Listen)
 	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
+	setString(&c.Daemon.CollectorListen, f.Daemon.CollectorListen)
+	setString(&c.Daemon.CollectorTokenFile, f.Daemon.CollectorTokenFile)
 	if err := f.applyRules(&c.Rules); err != nil {
 		return nil, err
 	}
@@ -448,6 +461,7 @@ var Overridable = map[string]string{
 
 	"scheduler.default_preempt": "default-preempt",
 	"scheduler.min_run_time":    "min-run-time",
+	"daemon.collector_listen":   "collector-listen",
 }
 
 // Set overrides one key with a command-line value. Call Validate after the
@@ -482,6 +496,8 @@ func (c *Config) Set(key, value string) error {
 		c.Daemon.StateDir = value
 	case "daemon.listen":
 		c.Daemon.Listen = value
+	case "daemon.collector_listen":
+		c.Daemon.CollectorListen = value
 	default:
 		return fmt.Errorf("%s: not a key that can be overridden", key)
 	}
@@ -613,6 +629,17 @@ func (c *Config) Validate() error {
 	}
 	if err := checkListen(c.Daemon.Listen); err != nil {
 		bad("daemon.listen", "%v", err)
+	}
+	if c.Daemon.CollectorListen != "" {
+		if err := checkListen(c.Daemon.CollectorListen); err != nil {
+			bad("daemon.collector_listen", "%v", err)
+		}
+		if c.Daemon.CollectorListen == c.Daemon.Listen {
+			bad("daemon.collector_listen", "must differ from daemon.listen (reports are written, the API is read-only)")
+		}
+		if !filepath.IsAbs(c.Daemon.CollectorTokenFile) {
+			bad("daemon.collector_token_file", "%q is not an absolute path", c.Daemon.CollectorTokenFile)
+		}
 	}
 	switch c.Daemon.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -96,6 +96,8 @@ dry_run = true
 state_dir = "/tmp/gs"
 listen = "unix:/run/gavel-slurm.sock"
 log_level = "debug"
+collector_listen = "0.0.0.0:8391"
+collector_token_file = "/etc/gavel-slurm/reports.token"
 `,
 			check: func(t *testing.T, c *Config) {
 				want := Config{
@@ -105,7 +107,8 @@ log_level = "debug"
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
 						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
 						MinRunTime: 15 * time.Minute, DryRun: true},
-					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug"},
+					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
+						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token"},
 					Rules:  siterules.Default(),
 				}
 				if !reflect.DeepEqual(*c, want) {
