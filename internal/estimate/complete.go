@@ -37,8 +37,13 @@ type lowRank struct {
 const levelRidge = 1e-6
 
 // completionIters bounds the alternating passes; the fit usually settles
-// in a few dozen.
-const completionIters = 200
+// in a few dozen. Leave-one-out errors over the reference table are the
+// same to a tenth of a percent from 20 passes up.
+const completionIters = 100
+
+// completionTolerance is the relative decrease of the objective below
+// which the fit stops.
+const completionTolerance = 1e-5
 
 // fitLowRank fits the model to rows of log rates (NaN where unknown).
 func fitLowRank(rows [][]float64, ncols, rank int, ridge float64, minSupport int) *lowRank {
@@ -58,22 +63,28 @@ func fitLowRank(rows [][]float64, ncols, rank int, ridge float64, minSupport int
 	}
 	fitted := make([]bool, len(rows))
 	m.initialize(rows)
+	nu := make([]float64, rank)
+	prev := 0.0
 	for it := 0; it < completionIters; it++ {
-		change := 0.0
 		for i, row := range rows {
-			na, nu, ok := m.solveRow(row, -1, nil, m.ridgeU)
-			if !ok {
-				continue
+			na, ok := m.solveRow(row, -1, nil, m.ridgeU, nu)
+			if ok {
+				a[i], fitted[i] = na, true
+				copy(u[i], nu)
 			}
-			change = math.Max(change, diff(a[i], u[i], na, nu))
-			a[i], u[i], fitted[i] = na, nu, true
 		}
 		for t := range m.b {
-			change = math.Max(change, m.solveColumn(t, rows, a, u))
+			m.solveColumn(t, rows, a, u)
 		}
-		if change < 1e-9 {
+		// Alternating least squares lowers the objective at every pass but
+		// crawls along directions that leave predictions unchanged (trading
+		// scale between u and v); stop once the objective settles rather
+		// than the parameters.
+		obj := m.objective(rows, a, u)
+		if it > 0 && prev-obj <= completionTolerance*prev {
 			break
 		}
+		prev = obj
 	}
 	m.u = make([][]float64, len(rows))
 	for i := range u {
@@ -115,23 +126,40 @@ func (m *lowRank) initialize(rows [][]float64) {
 	}
 }
 
-// diff is the largest change between two row parameter sets.
-func diff(a0 float64, u0 []float64, a1 float64, u1 []float64) float64 {
-	d := math.Abs(a1 - a0)
-	for k := range u0 {
-		d = math.Max(d, math.Abs(u1[k]-u0[k]))
+// objective is the regularized squared error the fit minimizes.
+func (m *lowRank) objective(rows [][]float64, a []float64, u [][]float64) float64 {
+	sum := 0.0
+	for i, row := range rows {
+		for t, y := range row {
+			if !math.IsNaN(y) {
+				d := y - m.predict(a[i], u[i], t)
+				sum += d * d
+			}
+		}
+		sum += m.ridgeU * dot(u[i], u[i])
 	}
-	return d
+	for t := range m.v {
+		sum += m.ridgeU * dot(m.v[t], m.v[t])
+	}
+	return sum
+}
+
+func dot(x, y []float64) float64 {
+	s := 0.0
+	for i := range x {
+		s += x[i] * y[i]
+	}
+	return s
 }
 
 // solveRow fits a row's level and shape to its known log rates, skipping
-// column skip (-1 for none) and columns seen in too few rows. The shape is
-// pulled towards prior (zero when nil) by the ridge: with one known rate
-// the shape is not observable and the prior is the answer.
-func (m *lowRank) solveRow(row []float64, skip int, prior []float64, ridge float64) (float64, []float64, bool) {
-	n := m.rank + 1
-	ata, atb := newNormal(n)
-	x := make([]float64, n)
+// column skip (-1 for none) and columns seen in too few rows; the shape
+// goes to u. The shape is pulled towards prior (zero when nil) with
+// weight ridge: with one known rate the shape is not observable and the
+// prior is the answer.
+func (m *lowRank) solveRow(row []float64, skip int, prior []float64, ridge float64, u []float64) (float64, bool) {
+	q := normalEq{n: m.rank + 1}
+	var x [maxParams]float64
 	count := 0
 	for t, y := range row {
 		if t == skip || t >= len(m.b) || math.IsNaN(y) || !m.usable(t) {
@@ -139,32 +167,32 @@ func (m *lowRank) solveRow(row []float64, skip int, prior []float64, ridge float
 		}
 		x[0] = 1
 		copy(x[1:], m.v[t])
-		accumulate(ata, atb, x, y-m.mu-m.b[t])
+		q.add(&x, y-m.mu-m.b[t])
 		count++
 	}
 	if count == 0 {
-		return 0, nil, false
+		return 0, false
 	}
-	ata[0][0] += levelRidge
-	for k := 1; k < n; k++ {
-		ata[k][k] += ridge
+	q.a[0][0] += levelRidge
+	for k := 1; k < q.n; k++ {
+		q.a[k][k] += ridge
 		if prior != nil {
-			atb[k] += ridge * prior[k-1]
+			q.b[k] += ridge * prior[k-1]
 		}
 	}
-	theta, err := solve(ata, atb)
+	theta, err := q.solve()
 	if err != nil {
-		return 0, nil, false
+		return 0, false
 	}
-	return theta[0], theta[1:], true
+	copy(u, theta[1:q.n])
+	return theta[0], true
 }
 
 // solveColumn refits column t's offset and factors to the rows' current
-// parameters and returns how much they moved.
-func (m *lowRank) solveColumn(t int, rows [][]float64, a []float64, u [][]float64) float64 {
-	n := m.rank + 1
-	ata, atb := newNormal(n)
-	x := make([]float64, n)
+// parameters.
+func (m *lowRank) solveColumn(t int, rows [][]float64, a []float64, u [][]float64) {
+	q := normalEq{n: m.rank + 1}
+	var x [maxParams]float64
 	count := 0
 	for i, row := range rows {
 		if t >= len(row) || math.IsNaN(row[t]) {
@@ -172,24 +200,22 @@ func (m *lowRank) solveColumn(t int, rows [][]float64, a []float64, u [][]float6
 		}
 		x[0] = 1
 		copy(x[1:], u[i])
-		accumulate(ata, atb, x, row[t]-m.mu-a[i])
+		q.add(&x, row[t]-m.mu-a[i])
 		count++
 	}
 	if count == 0 {
-		return 0
+		return
 	}
-	ata[0][0] += levelRidge
-	for k := 1; k < n; k++ {
-		ata[k][k] += m.ridgeU
+	q.a[0][0] += levelRidge
+	for k := 1; k < q.n; k++ {
+		q.a[k][k] += m.ridgeU
 	}
-	theta, err := solve(ata, atb)
+	theta, err := q.solve()
 	if err != nil {
-		return 0
+		return
 	}
-	change := diff(m.b[t], m.v[t], theta[0], theta[1:])
 	m.b[t] = theta[0]
-	copy(m.v[t], theta[1:])
-	return change
+	copy(m.v[t], theta[1:q.n])
 }
 
 // usable says whether column t is seen in enough rows to fit or predict.
@@ -206,31 +232,35 @@ func (m *lowRank) predict(a float64, u []float64, t int) float64 {
 	return y
 }
 
-// newNormal allocates the normal equations of an n-parameter least squares.
-func newNormal(n int) ([][]float64, []float64) {
-	ata := make([][]float64, n)
-	for i := range ata {
-		ata[i] = make([]float64, n)
-	}
-	return ata, make([]float64, n)
+// maxParams bounds the parameters of one least-squares solve: a level
+// and at most four shape factors (Options.Rank).
+const maxParams = 5
+
+// normalEq holds the normal equations of a small least squares with n
+// parameters, on the stack: the fit solves thousands of them per pass.
+type normalEq struct {
+	n int
+	a [maxParams][maxParams]float64
+	b [maxParams]float64
 }
 
-// accumulate adds the observation y ≈ x·θ to the normal equations.
-func accumulate(ata [][]float64, atb []float64, x []float64, y float64) {
-	for i := range x {
-		atb[i] += x[i] * y
-		for j := range x {
-			ata[i][j] += x[i] * x[j]
+// add adds the observation y ≈ x·θ.
+func (q *normalEq) add(x *[maxParams]float64, y float64) {
+	for i := 0; i < q.n; i++ {
+		q.b[i] += x[i] * y
+		for j := 0; j < q.n; j++ {
+			q.a[i][j] += x[i] * x[j]
 		}
 	}
 }
 
 var errSingular = errors.New("singular system")
 
-// solve solves the small dense system a·x = b by Gaussian elimination
-// with partial pivoting; a and b are overwritten.
-func solve(a [][]float64, b []float64) ([]float64, error) {
-	n := len(b)
+// solve solves the equations by Gaussian elimination with partial
+// pivoting, destroying them.
+func (q *normalEq) solve() ([maxParams]float64, error) {
+	var x [maxParams]float64
+	n, a, b := q.n, &q.a, &q.b
 	for col := 0; col < n; col++ {
 		p := col
 		for r := col + 1; r < n; r++ {
@@ -239,7 +269,7 @@ func solve(a [][]float64, b []float64) ([]float64, error) {
 			}
 		}
 		if math.Abs(a[p][col]) < 1e-12 {
-			return nil, errSingular
+			return x, errSingular
 		}
 		a[col], a[p] = a[p], a[col]
 		b[col], b[p] = b[p], b[col]
@@ -251,7 +281,6 @@ func solve(a [][]float64, b []float64) ([]float64, error) {
 			b[r] -= f * b[col]
 		}
 	}
-	x := make([]float64, n)
 	for r := n - 1; r >= 0; r-- {
 		s := b[r]
 		for c := r + 1; c < n; c++ {

@@ -20,7 +20,12 @@ func TestSolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := solve(tt.a, tt.b)
+			q := normalEq{n: len(tt.b)}
+			for i := range tt.a {
+				copy(q.a[i][:], tt.a[i])
+			}
+			copy(q.b[:], tt.b)
+			got, err := q.solve()
 			if (err != nil) != tt.err {
 				t.Fatalf("error %v, want error %v", err, tt.err)
 			}
@@ -51,7 +56,8 @@ func TestLowRankRecoversExactMatrix(t *testing.T) {
 	// A new row: level 0.7, shape 0.6, known on columns 0 and 2 only.
 	truth := func(t int) float64 { return 0.7 + offsets[t] + 0.6*factors[t] }
 	row := []float64{truth(0), math.NaN(), truth(2), math.NaN()}
-	a, u, ok := m.solveRow(row, -1, nil, 1e-9)
+	u := make([]float64, 1)
+	a, ok := m.solveRow(row, -1, nil, 1e-9, u)
 	if !ok {
 		t.Fatal("row not solved")
 	}
@@ -68,13 +74,12 @@ func TestLowRankSingleEntryTakesPrior(t *testing.T) {
 	m := fitLowRank(rows, 3, 1, 1e-3, 1)
 	row := []float64{0, math.NaN(), math.NaN()}
 	// The prior is the shape of the first row: its prediction follows it.
-	prior := m.u[0]
-	a, u, _ := m.solveRow(row, -1, prior, 1)
+	u := make([]float64, 1)
+	a, _ := m.solveRow(row, -1, m.u[0], 1, u)
 	if got, want := m.predict(a, u, 2), 2.0; math.Abs(got-want) > 0.05 {
 		t.Errorf("with the first row's shape: got %.3f, want about %.3f", got, want)
 	}
-	prior = m.u[1]
-	a, u, _ = m.solveRow(row, -1, prior, 1)
+	a, _ = m.solveRow(row, -1, m.u[1], 1, u)
 	if got, want := m.predict(a, u, 2), 1.0; math.Abs(got-want) > 0.05 {
 		t.Errorf("with the second row's shape: got %.3f, want about %.3f", got, want)
 	}
@@ -87,7 +92,7 @@ func TestLowRankIgnoresThinColumns(t *testing.T) {
 	if m.usable(2) || !m.usable(0) {
 		t.Errorf("usable: column 0 %v, column 2 %v; want true, false", m.usable(0), m.usable(2))
 	}
-	if _, _, ok := m.solveRow([]float64{nan, nan, 4}, -1, nil, 1); ok {
+	if _, ok := m.solveRow([]float64{nan, nan, 4}, -1, nil, 1, make([]float64, 1)); ok {
 		t.Error("a row known only on a thin column was solved")
 	}
 }

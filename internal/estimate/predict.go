@@ -206,7 +206,8 @@ func (e *Estimator) complete(l *learned, p *probe, c int) (float64, bool) {
 	if !m.usable(c) {
 		return 0, false
 	}
-	a, u, ok := m.solveRow(p.known, c, l.prior(family(p.model), p.scale), e.opts.PriorWeight)
+	u := make([]float64, m.rank)
+	a, ok := m.solveRow(p.known, c, l.prior(family(p.model), p.scale), e.opts.PriorWeight, u)
 	if !ok {
 		return 0, false
 	}
