@@ -1,0 +1,302 @@
+package estimate
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+)
+
+// Source says where a rate comes from, best first.
+type Source string
+
+const (
+	// SourceMeasured is the job's own fresh rate on the type.
+	SourceMeasured Source = "measured"
+	// SourceEstimated is predicted from the job's rates on other types (or
+	// from a measurement that has gone stale).
+	SourceEstimated Source = "estimated"
+	// SourceTable is the reference table's entry for the tagged model.
+	SourceTable Source = "table"
+	// SourceDefault is a guess: the same rate on every type.
+	SourceDefault Source = "default"
+)
+
+// Measurement is one interval of a job's progress on one GPU type, as a
+// node collector reports it.
+type Measurement struct {
+	JobID string
+	// Model is the model named in the job's tag, as written ("" if none).
+	Model string
+	// Scale is the number of GPUs the job runs on.
+	Scale int
+	// Type is the GPU type the job ran on during the interval.
+	Type string
+	// StepsPerSecond is the whole job's rate over the interval.
+	StepsPerSecond float64
+	// At is the end of the interval.
+	At time.Time
+	// SinceStart is how long the job had been running on this placement
+	// at the end of the interval; intervals within the warm-up are skipped.
+	SinceStart time.Duration
+}
+
+// JobKey names the job a question is about.
+type JobKey struct {
+	ID string
+	// Model is the model named in the job's tag ("" if none).
+	Model string
+	// Scale is the number of GPUs the job asks for.
+	Scale int
+}
+
+// Estimate is one job's rate on one GPU type.
+type Estimate struct {
+	StepsPerSecond float64
+	Source         Source
+	// Detail explains the figure for status output.
+	Detail string
+}
+
+// Options tune the estimator. Zero fields take the defaults of
+// DefaultOptions.
+type Options struct {
+	// WarmUp is how long after a start a job's intervals are skipped.
+	WarmUp time.Duration
+	// StaleAfter is the age past which a type's measurement no longer
+	// counts as measured. Past it, the measurement is blended with the
+	// estimate from the job's other types, its weight halving every
+	// further StaleAfter.
+	StaleAfter time.Duration
+	// Alpha is the weight of a new interval in the moving average.
+	Alpha float64
+	// OutlierFactor rejects an interval whose rate is more than this
+	// factor above or below the running median.
+	OutlierFactor float64
+	// OutlierWindow is how many recent intervals the running median spans.
+	OutlierWindow int
+	// OutlierMinSamples is how many intervals the median needs before it
+	// rejects anything.
+	OutlierMinSamples int
+	// Rank is the number of shape factors of the matrix completion.
+	Rank int
+	// Ridge regularizes the completion's shape factors while they are
+	// fitted to the known jobs.
+	Ridge float64
+	// PriorWeight pulls a job's shape in the completion towards the mean
+	// shape of its family at its GPU count; larger trusts the job's own
+	// measurements less.
+	PriorWeight float64
+	// Neighbors is how many of the closest known jobs a fingerprint
+	// averages.
+	Neighbors int
+	// TagTolerance is the largest root mean square log error between a
+	// job's measurements and its tagged model's table row (scaled) at
+	// which the row is still trusted to predict its other types. 0.2 is
+	// about 22% off per type.
+	TagTolerance float64
+	// MinSupport is how many jobs a GPU type needs measured on it before
+	// the completion predicts rates there.
+	MinSupport int
+}
+
+// DefaultOptions are the settings used for unset fields.
+func DefaultOptions() Options {
+	return Options{
+		WarmUp:            time.Minute,
+		StaleAfter:        6 * time.Hour,
+		Alpha:             0.5, // Gavel's moving average weight for online updates
+		OutlierFactor:     2,
+		OutlierWindow:     9,
+		OutlierMinSamples: 3,
+		Rank:              1,
+		Ridge:             0.1,
+		PriorWeight:       1,
+		Neighbors:         3,
+		TagTolerance:      0.2,
+		MinSupport:        3,
+	}
+}
+
+// withDefaults fills unset fields and checks the rest.
+func (o Options) withDefaults() (Options, error) {
+	d := DefaultOptions()
+	setDuration(&o.WarmUp, d.WarmUp)
+	setDuration(&o.StaleAfter, d.StaleAfter)
+	setFloat(&o.Alpha, d.Alpha)
+	setFloat(&o.OutlierFactor, d.OutlierFactor)
+	setInt(&o.OutlierWindow, d.OutlierWindow)
+	setInt(&o.OutlierMinSamples, d.OutlierMinSamples)
+	setInt(&o.Rank, d.Rank)
+	setFloat(&o.Ridge, d.Ridge)
+	setFloat(&o.PriorWeight, d.PriorWeight)
+	setInt(&o.Neighbors, d.Neighbors)
+	setFloat(&o.TagTolerance, d.TagTolerance)
+	setInt(&o.MinSupport, d.MinSupport)
+	switch {
+	case o.WarmUp < 0 || o.StaleAfter < 0:
+		return o, errors.New("warm-up and staleness limit must not be negative")
+	case o.Alpha < 0 || o.Alpha > 1:
+		return o, fmt.Errorf("alpha %v is outside (0, 1]", o.Alpha)
+	case o.OutlierFactor <= 1:
+		return o, fmt.Errorf("outlier factor %v must be above 1", o.OutlierFactor)
+	case o.OutlierWindow < 1 || o.OutlierMinSamples < 1 || o.MinSupport < 1 || o.Neighbors < 1:
+		return o, errors.New("outlier window, outlier minimum samples, minimum support and neighbors must be positive")
+	case o.Rank < 0 || o.Rank > 4:
+		return o, fmt.Errorf("rank %d is outside 1..4", o.Rank)
+	case o.Ridge < 0 || o.PriorWeight < 0 || o.TagTolerance < 0:
+		return o, errors.New("ridge, prior weight and tag tolerance must not be negative")
+	}
+	return o, nil
+}
+
+func setDuration(p *time.Duration, d time.Duration) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setFloat(p *float64, d float64) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func setInt(p *int, d int) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+// Estimator holds the reference table, each job's measurements per GPU
+// type and what is learned from them. It is safe for concurrent use.
+type Estimator struct {
+	opts Options
+	ref  reference
+
+	mu   sync.Mutex
+	jobs map[string]*job
+	// version counts changes to the accepted figures; the learned state
+	// is rebuilt when it moved.
+	version uint64
+	learned *learned
+	// latest is the newest measurement time seen, the clock of last
+	// resort for callers that have none (see Models).
+	latest time.Time
+}
+
+// job is one job's measurements.
+type job struct {
+	model string
+	// identity groups the jobs of one model (see modelIdentity).
+	identity string
+	scale    int
+	cells    map[string]*cell
+}
+
+// New returns an estimator over the reference table.
+func New(table *throughputs.Table, opts Options) (*Estimator, error) {
+	ref, err := newReference(table)
+	if err != nil {
+		return nil, err
+	}
+	return newEstimator(ref, opts)
+}
+
+func newEstimator(ref reference, opts Options) (*Estimator, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("estimator options: %w", err)
+	}
+	return &Estimator{opts: o, ref: ref, jobs: map[string]*job{}}, nil
+}
+
+// Observe records one interval. Repeated or out-of-order intervals, those
+// within the warm-up and outliers are not errors: they are counted and
+// shown in the measured detail. A change of GPU count starts the job's
+// measurements afresh, since rates at another scale say little about the
+// new one.
+func (e *Estimator) Observe(m Measurement) error {
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("measurement of job %q on %q: %w", m.JobID, m.Type, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m.At.After(e.latest) {
+		e.latest = m.At
+	}
+	j := e.jobs[m.JobID]
+	if j == nil || j.scale != m.Scale {
+		if j != nil {
+			e.version++
+		}
+		j = &job{scale: m.Scale, cells: map[string]*cell{}}
+		e.jobs[m.JobID] = j
+	}
+	if j.model != m.Model || j.identity == "" {
+		j.model, j.identity = m.Model, e.ref.identity(m.Model)
+		e.version++
+	}
+	c := j.cells[m.Type]
+	if c == nil {
+		c = &cell{}
+		j.cells[m.Type] = c
+	}
+	if c.add(m.StepsPerSecond, m.At, m.SinceStart, e.opts) == verdictAccepted {
+		e.version++
+	}
+	return nil
+}
+
+func (m Measurement) validate() error {
+	switch {
+	case m.JobID == "":
+		return errors.New("no job id")
+	case m.Type == "":
+		return errors.New("no GPU type")
+	case m.Scale < 1:
+		return fmt.Errorf("scale %d is not a GPU count", m.Scale)
+	case m.At.IsZero():
+		return errors.New("no time")
+	case !(m.StepsPerSecond > 0) || math.IsInf(m.StepsPerSecond, 0):
+		// No progress is a stall, not a rate: it would say the type is
+		// infinitely slow.
+		return fmt.Errorf("rate %v is not a positive number", m.StepsPerSecond)
+	}
+	return nil
+}
+
+// Forget drops a job's measurements, once it has ended.
+func (e *Estimator) Forget(jobID string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.jobs[jobID]; ok {
+		delete(e.jobs, jobID)
+		e.version++
+	}
+}
+
+// Rates estimates the job's rate on each of types at time now.
+func (e *Estimator) Rates(key JobKey, types []string, now time.Time) map[string]Estimate {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l := e.learn()
+	p := e.jobProbe(l, key)
+	out := make(map[string]Estimate, len(types))
+	for _, t := range types {
+		out[t] = e.rate(l, p, t, now)
+	}
+	return out
+}
+
+// StepsPerSecond extracts the rates of estimates.
+func StepsPerSecond(est map[string]Estimate) map[string]float64 {
+	out := make(map[string]float64, len(est))
+	for t, x := range est {
+		out[t] = x.StepsPerSecond
+	}
+	return out
+}
