@@ -11,8 +11,10 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
-// The adapter backs the scheduling step.
-var _ sched.Estimator = estimate.Models{}
+// The adapter answers the per-model question the table estimator answers.
+var _ interface {
+	Estimate(model string, scale int, types []string) (string, map[string]float64, string)
+} = estimate.Models{}
 
 // Without measurements the adapter answers as the table estimator does,
 // for every job type of the table, for unknown models and for types
