@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/config"
 	"github.com/gavel-slurm/gavel-slurm/internal/daemon"
+	"github.com/gavel-slurm/gavel-slurm/internal/reports"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
@@ -189,7 +192,18 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	defer st.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	shell := shellParts{store: st, board: &api.Board{}, metrics: api.NewMetrics(reg), log: log, slurm: slurm}
+	shell := &shellParts{store: st, board: &api.Board{}, metrics: api.NewMetrics(reg), log: log, slurm: slurm}
+	if cfg.Daemon.CollectorListen != "" {
+		// One estimator for the process: what it learned outlives a
+		// reload.
+		table, err := tableOf(cfg)
+		if err != nil {
+			return err
+		}
+		if shell.measured, err = daemon.NewMeasured(table); err != nil {
+			return err
+		}
+	}
 	d, err := shell.build(cfg)
 	if err != nil {
 		return err
@@ -207,6 +221,11 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	defer cancel()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- api.Serve(ctx, ln, api.Handler(shell.board, reg)) }()
+	if shell.measured != nil {
+		if err := shell.serveReports(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -274,18 +293,50 @@ type shellParts struct {
 	metrics *api.Metrics
 	log     zerolog.Logger
 	slurm   bridge.Slurm
+	// measured is the learning estimator when collectors report, and
+	// current the daemon their reports go to (the newest after a reload).
+	measured *daemon.Measured
+	current  atomic.Pointer[daemon.Daemon]
+}
+
+// tableOf is the reference throughput table the configuration names.
+func tableOf(cfg *config.Config) (*throughputs.Table, error) {
+	if cfg.Cluster.Throughputs == "physical" {
+		return throughputs.Parse(etc.PhysicalClusterThroughputs)
+	}
+	return throughputs.Reference()
+}
+
+// serveReports listens for collector reports on their own address, with
+// the shared secret, until ctx is done.
+func (p *shellParts) serveReports(ctx context.Context, cfg *config.Config) error {
+	ln, err := api.Listen(cfg.Daemon.CollectorListen)
+	if err != nil {
+		return fmt.Errorf("daemon.collector_listen: %w", err)
+	}
+	for _, w := range config.CheckTokenFile(cfg.Daemon.CollectorTokenFile) {
+		p.log.Warn().Msg("collector token: " + w)
+	}
+	sink := func(r reports.Report) {
+		if d := p.current.Load(); d != nil {
+			d.Receive(r)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle(reports.Path, reports.NewHandler(cfg.Daemon.CollectorTokenFile, sink, p.metrics))
+	p.log.Info().Str("listen", ln.Addr().String()).Msg("collector reports")
+	go func() {
+		if err := api.Serve(ctx, ln, mux); err != nil {
+			p.log.Error().Err(err).Msg("collector endpoint stopped")
+		}
+	}()
+	return nil
 }
 
 // build makes a daemon for cfg over the kept parts, restoring its state
 // from the store.
-func (p shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
-	var table *throughputs.Table
-	var err error
-	if cfg.Cluster.Throughputs == "physical" {
-		table, err = throughputs.Parse(etc.PhysicalClusterThroughputs)
-	} else {
-		table, err = throughputs.Reference()
-	}
+func (p *shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
+	table, err := tableOf(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster.throughputs: %w", err)
 	}
@@ -293,7 +344,11 @@ func (p shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 	if set.Instance, err = daemon.Instance(p.store); err != nil {
 		return nil, err
 	}
-	core, err := daemon.NewCore(set, sched.TableEstimator{Table: table})
+	var est sched.Estimator = sched.TableEstimator{Table: table}
+	if p.measured != nil {
+		est = p.measured
+	}
+	core, err := daemon.NewCore(set, est)
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +366,11 @@ func (p shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 		}
 		slurm = client
 	}
-	return daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
-		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun})
+	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
+		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun, Measured: p.measured})
+	if err != nil {
+		return nil, err
+	}
+	p.current.Store(d)
+	return d, nil
 }

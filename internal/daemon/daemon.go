@@ -45,6 +45,9 @@ type Deps struct {
 	Clock   Clock
 	// DryRun logs the actions instead of journaling and sending them.
 	DryRun bool
+	// Measured, when set, is the core's estimator: collector reports
+	// (Receive) are fed to it at the start of each round.
+	Measured *Measured
 }
 
 // Daemon is the I/O shell around Core.
@@ -56,6 +59,8 @@ type Daemon struct {
 	out     bridge.Actuator
 	// sentLabel is the metrics label of an action handed to out.
 	sentLabel string
+	// queue holds collector reports until the next round.
+	queue reportQueue
 	// failedSnapshots counts consecutive rounds without a usable view.
 	failedSnapshots int
 }
@@ -169,6 +174,11 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	start := d.Clock.Now()
 	var rep RoundReport
 	snap, snapErr := d.read(ctx, &rep)
+	if snapErr == nil {
+		if taken, dropped := d.feed(snap); taken+dropped > 0 {
+			d.Log.Info().Int("taken", taken).Int("dropped", dropped).Msg("collector measurements")
+		}
+	}
 	res, solve := d.step(snap, snapErr, start, &rep)
 	if res.Skipped == "" {
 		d.write(ctx, snap, start, &res, &rep)
@@ -249,6 +259,11 @@ func (d *Daemon) write(ctx context.Context, snap *bridge.Snapshot, start time.Ti
 	t1 := d.Clock.Now()
 	if journaled {
 		d.persist(*res)
+		if d.Measured != nil {
+			for _, id := range res.Forget {
+				d.Measured.Forget(id)
+			}
+		}
 	} else {
 		d.Core.Abandon()
 		res.Skipped, res.SkipCause = "journal write failed: nothing sent this round", "journal_error"

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -9,7 +11,11 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/reports"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/rs/zerolog"
 )
 
 // lost reports whether a job the daemon preempted ended finished instead
@@ -400,5 +406,61 @@ func TestOneDaemonIsNotTakenForTwo(t *testing.T) {
 		}
 		h.d.RunGraces(context.Background())
 		h.startChosen()
+	}
+}
+
+// Collector reports teach the estimator: a job with a model no table
+// knows gets its measured rate on the type it runs on, and estimates on
+// the others; a report about a job that does not run there is dropped.
+func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured, err := NewMeasured(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
+	core, err := NewCore(h.set, measured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d, err = New(Deps{Core: core, Slurm: h.slurm, Store: h.store, Board: h.board, Log: zerolog.New(io.Discard),
+		Clock: h.clock, Measured: measured})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := h.submit("gavel: model=my-new-transformer steps=1M", 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	j := h.job(id)
+	if j.State != bridge.JobRunning {
+		t.Fatalf("job not started: %+v", j)
+	}
+	rate := func(v float64) *float64 { return &v }
+	for range 4 {
+		h.clock.now = h.clock.now.Add(5 * time.Minute)
+		h.d.Receive(reports.Report{Node: "n", Time: h.clock.now, IntervalS: 30, Jobs: []reports.Job{
+			{JobID: id.String(), GPUType: j.RunningGPUType, GPUs: 1, StepsPerS: rate(42)},
+			// Wrong type for where the job runs: dropped.
+			{JobID: id.String(), GPUType: "p100", GPUs: 1, StepsPerS: rate(1e6)},
+		}})
+		h.d.RunRound(context.Background())
+	}
+	var got api.JobStatus
+	for _, js := range h.board.Status().Jobs {
+		if js.JobID == id.String() {
+			got = js
+		}
+	}
+	on := got.Throughputs[j.RunningGPUType]
+	if on.Source != "measured" || math.Abs(on.StepsPerS-42) > 1 {
+		t.Errorf("on %s: %+v, want measured 42 steps/s", j.RunningGPUType, on)
+	}
+	for typ, tp := range got.Throughputs {
+		if typ != j.RunningGPUType && tp.Source == "measured" {
+			t.Errorf("%s shows measured %+v without a measurement there", typ, tp)
+		}
 	}
 }
