@@ -104,6 +104,12 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		{"scale factor too large", []string{"--input", "-"}, `{"cluster": {"v100": 2, "k80": 4}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "scale_factor": 8}]}`, 2, `jobs[0] (id "a"): scale_factor 8 exceeds every GPU type's count (largest 4)`},
 		{"duplicate ids", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}}, {"id": "a", "throughputs": {"v100": 1}}]}`, 2, `jobs[1] (id "a"): duplicate id (first used by jobs[0])`},
 		{"truncated JSON", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [`, 2, "unexpected end of input"},
+		{"weight beyond what the LP handles", []string{"--policy", "max_min_fairness_water_filling_perf", "--input", "-"},
+			`{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "weight": 1.7e308}]}`, 2, `jobs[0] (id "a"): weight: 1.7e+308 is outside [0.001, 1000]`},
+		{"throughput beyond what the LP handles", []string{"--policy", "max_sum_throughput_perf", "--input", "-"},
+			`{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1.7e308}}]}`, 2, `jobs[0] (id "a"): throughputs: "v100": 1.7e+308 is outside`},
+		{"duplicate key", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2, "v100": 3}}]}`, 2, `jobs[0].throughputs: duplicate key "v100"`},
+		{"terminal escape in a job id", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a\u001b]0;owned\u0007", "throughputs": {"v100": 2}}]}`, 2, `contains the control or format character U+001B`},
 		{"infeasible SLO", []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", allocTestFile(t,
 			`{"cluster": {"v100": 1}, "costs": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1}, "steps_remaining": 100, "slo": 10}]}`)}, "", 1, "job a: SLO"},
 	}
