@@ -110,8 +110,6 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 			`{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1.7e308}}]}`, 2, `jobs[0] (id "a"): throughputs: "v100": 1.7e+308 is outside`},
 		{"duplicate key", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2, "v100": 3}}]}`, 2, `jobs[0].throughputs: duplicate key "v100"`},
 		{"terminal escape in a job id", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a\u001b]0;owned\u0007", "throughputs": {"v100": 2}}]}`, 2, `contains the control or format character U+001B`},
-		{"infeasible SLO", []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", allocTestFile(t,
-			`{"cluster": {"v100": 1}, "costs": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1}, "steps_remaining": 100, "slo": 10}]}`)}, "", 1, "job a: SLO"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,5 +181,41 @@ func TestAllocateEmptyProblem(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil || got.Objective == nil || *got.Objective != 0 || len(got.Allocation) != 0 {
 			t.Errorf("%s: got %s (decode error %v)", name, out, err)
 		}
+	}
+}
+
+// An SLO that cannot be met no longer fails the command: the allocation is
+// printed, with a note saying which SLO was dropped and why.
+func TestAllocateReportsDroppedSLOs(t *testing.T) {
+	problem := `{"cluster": {"v100": 1, "k80": 1}, "costs": {"v100": 3, "k80": 1}, "jobs": [
+	  {"id": "a", "throughputs": {"v100": 4, "k80": 1}, "steps_remaining": 1000, "slo": 1000},
+	  {"id": "b", "throughputs": {"v100": 1}, "steps_remaining": 36000, "slo": 7200}]}`
+	const note = "SLO dropped: needs 10.0 h on v100 alone, 2.0 h left"
+	args := []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", "-"}
+	code, out, errOut := allocTestRun(args, problem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "\nnotes:\n  job b: "+note+"\n") || strings.Contains(out, "job a:") {
+		t.Errorf("table output lacks the note for b alone:\n%s", out)
+	}
+	code, out, errOut = allocTestRun(append(args, "--json"), problem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Allocation map[string]map[string]float64 `json:"allocation"`
+		Notes      map[string]string             `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if len(got.Notes) != 1 || got.Notes["b"] != note || got.Allocation["a"]["v100"]*4+got.Allocation["a"]["k80"] < 1-1e-6 {
+		t.Errorf("got %+v, want a's SLO met and the note for b", got)
+	}
+	// Without notes the JSON has no notes field.
+	_, out, _ = allocTestRun([]string{"--policy", "max_sum_throughput_perf", "--input", "-", "--json"}, allocTestProblem)
+	if strings.Contains(out, "notes") {
+		t.Errorf("notes field without notes:\n%s", out)
 	}
 }
