@@ -18,7 +18,11 @@ import (
 // Σ cost·sf·y = K and the allocation constraints with their right-hand
 // sides multiplied by s (K, the hourly cost of the whole cluster, only
 // keeps the numbers of the order of 1). The _SLOs variants add Σ_t T[j][t]·X[j][t] >= R_j/SLO_j for every job
-// with an SLO.
+// with an SLO. One job's SLO must not leave every job without an
+// allocation: an SLO that cannot be met (even by the job's fastest
+// placement all the time, or whose deadline has passed) is dropped, and
+// when the rest cannot all be met together the fewest of the tightest are
+// dropped; Allocation.Notes says which and why.
 //
 // The ratio is scale-invariant, so its optimum usually includes allocations
 // that leave most of the cluster idle. A second LP therefore picks, among
