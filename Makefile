@@ -1,4 +1,5 @@
-# gavel-slurm: `make demo` runs the main job, `make test` runs every test.
+# gavel-slurm: `make demo` runs the main job, `make test` runs every test,
+# `make fuzz` runs every fuzz target for FUZZTIME each.
 # Each target installs what it needs on a fresh Debian machine.
 
 GO ?= go
@@ -6,7 +7,7 @@ BIN := bin/gavel-slurm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all deps build test unit-test python-test integration-test bench demo fmt vet slurm-up slurm-down clean
+.PHONY: all deps build test unit-test python-test integration-test fuzz bench demo fmt vet slurm-up slurm-down clean
 
 all: build
 
@@ -38,6 +39,22 @@ python-test:
 
 integration-test: build
 	@bash scripts/integration-test.sh
+
+# Every fuzz target of the repository (func FuzzX in a _test.go file),
+# found by name so that new ones join without a change here, each run for
+# FUZZTIME one after another: go test fuzzes one target at a time. Not
+# part of `make test`.
+FUZZTIME ?= 60s
+
+fuzz: deps
+	@set -e; \
+	for file in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
+		pkg=$$(dirname "$$file"); \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
+			$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$pkg"; \
+		done; \
+	done
 
 bench: build
 	@bash scripts/bench.sh

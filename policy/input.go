@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -70,6 +71,9 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading problem: %w", err)
 	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var in problemInput
@@ -84,9 +88,13 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 		return nil, errors.New("cluster: missing (want an object of GPU type to count)")
 	}
 	p := &Problem{GPUs: make(map[string]int, len(in.Cluster)), Costs: in.Costs}
-	for t, n := range in.Cluster {
-		if n < 0 || n != math.Trunc(n) || n > math.MaxInt32 {
+	for _, t := range sortedKeys(in.Cluster) {
+		n := in.Cluster[t]
+		if n < 0 || n != math.Trunc(n) {
 			return nil, fmt.Errorf("cluster: %q: count %v is not a non-negative integer", t, n)
+		}
+		if n > MaxGPUsPerType {
+			return nil, fmt.Errorf("cluster: %q: count %v is more than %d", t, n, MaxGPUsPerType)
 		}
 		p.GPUs[t] = int(n)
 	}
@@ -109,7 +117,7 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 		}
 		if ji.ScaleFactor != nil {
 			sf := *ji.ScaleFactor
-			if sf < 1 || sf != math.Trunc(sf) || sf > math.MaxInt32 {
+			if sf < 1 || sf != math.Trunc(sf) || sf > MaxGPUsPerType {
 				return nil, fmt.Errorf("jobs[%d] (id %q): scale_factor %v is not a positive integer", i, id, sf)
 			}
 			j.ScaleFactor = int(sf)
@@ -233,12 +241,48 @@ func textPosition(data []byte, offset int64) (line, col int) {
 	return line, col
 }
 
+// Limits on the numbers of a Problem. The policies' linear programs are
+// solved in floating point with absolute tolerances near 1e-7: numbers far
+// outside these ranges (a throughput of 1e308, a weight of 1e9, a job
+// a million times faster on one type than another) make the solver fail
+// or, worse, return an allocation of zeros as if it were optimal. The
+// ranges hold every real workload with orders of magnitude to spare: the
+// reference throughputs lie between 0.2 and 700 steps/s.
+const (
+	// MinThroughput and MaxThroughput bound a positive throughput, in
+	// steps/s (0 means the job cannot run on the type).
+	MinThroughput = 1e-3
+	MaxThroughput = 1e5
+	// MaxThroughputRatio bounds the ratio of a job's largest positive
+	// throughput to its smallest: a type on which the job is slower than
+	// that should be given 0.
+	MaxThroughputRatio = 1e4
+	// MinWeight and MaxWeight bound job and entity weights.
+	MinWeight = 1e-3
+	MaxWeight = 1e3
+	// MinCost and MaxCost bound a positive price per GPU-hour (0 is
+	// accepted here, and refused by the cost policies).
+	MinCost = 1e-3
+	MaxCost = 1e3
+	// MaxSteps bounds steps_remaining.
+	MaxSteps = 1e10
+	// MaxSeconds bounds the durations (time_since_start, isolated_time,
+	// slo): about 31 years.
+	MaxSeconds = 1e9
+	// MaxArrival bounds the magnitude of an arrival time.
+	MaxArrival = 1e15
+	// MaxGPUsPerType bounds the GPU count of one type, and so scale
+	// factors.
+	MaxGPUsPerType = 100000
+)
+
 // Validate checks that p is well formed, whoever built it: known GPU types
-// only, finite non-negative numbers, positive weights, scale factors that
-// fit at least one type, unique job ids, pairs of two distinct known jobs
-// (each listed once), entities with a known intra-entity policy. The error
-// names the offending item, e.g. `jobs[3] (id "7"): throughputs: unknown
-// GPU type "a100"`.
+// only, numbers within the ranges above, positive weights, scale factors
+// that fit at least one type, unique job ids, names without control or
+// bidirectional-text characters, pairs of two distinct known jobs (each
+// listed once), entities with a known intra-entity policy. The error names
+// the offending item, e.g. `jobs[3] (id "7"): throughputs: unknown GPU type
+// "a100"`.
 func (p *Problem) Validate() error {
 	if len(p.GPUs) == 0 {
 		return errors.New("cluster: no GPU types")
@@ -251,6 +295,11 @@ func (p *Problem) Validate() error {
 			return errors.New("cluster: empty GPU type name")
 		case n < 0:
 			return fmt.Errorf("cluster: %q: negative count %d", t, n)
+		case n > MaxGPUsPerType:
+			return fmt.Errorf("cluster: %q: count %d is more than %d", t, n, MaxGPUsPerType)
+		}
+		if err := checkName(t); err != nil {
+			return fmt.Errorf("cluster: GPU type %q: %w", t, err)
 		}
 		largest = max(largest, n)
 	}
@@ -258,7 +307,7 @@ func (p *Problem) Validate() error {
 		if _, ok := p.GPUs[t]; !ok {
 			return fmt.Errorf("costs: unknown GPU type %q", t)
 		}
-		if err := checkAmount(p.Costs[t]); err != nil {
+		if err := checkRange(p.Costs[t], MinCost, MaxCost, true); err != nil {
 			return fmt.Errorf("costs: %q: %w", t, err)
 		}
 	}
@@ -269,51 +318,24 @@ func (p *Problem) Validate() error {
 		if j.ID == "" {
 			return fmt.Errorf("jobs[%d]: id: empty", i)
 		}
+		if err := checkName(j.ID); err != nil {
+			return fmt.Errorf("jobs[%d]: id %q: %w", i, j.ID, err)
+		}
 		if first, dup := firstAt[j.ID]; dup {
 			return fmt.Errorf("%s: duplicate id (first used by jobs[%d])", where, first)
 		}
 		firstAt[j.ID] = i
-		if len(j.Throughputs) == 0 {
-			return fmt.Errorf("%s: throughputs: missing", where)
-		}
-		runnable := false
-		for _, t := range sortedKeys(j.Throughputs) {
-			if _, ok := p.GPUs[t]; !ok {
-				return fmt.Errorf("%s: throughputs: unknown GPU type %q", where, t)
-			}
-			if err := checkAmount(j.Throughputs[t]); err != nil {
-				return fmt.Errorf("%s: throughputs: %q: %w", where, t, err)
-			}
-			runnable = runnable || j.Throughputs[t] > 0
-		}
-		if !runnable {
-			return fmt.Errorf("%s: throughputs: no positive throughput on any GPU type", where)
-		}
-		if j.ScaleFactor < 1 {
-			return fmt.Errorf("%s: scale_factor %d is not a positive integer", where, j.ScaleFactor)
-		}
-		if j.ScaleFactor > largest {
-			return fmt.Errorf("%s: scale_factor %d exceeds every GPU type's count (largest %d)", where, j.ScaleFactor, largest)
-		}
-		if !(j.Weight > 0) || math.IsInf(j.Weight, 0) {
-			return fmt.Errorf("%s: weight %v is not a positive finite number", where, j.Weight)
-		}
-		for _, f := range []struct {
-			name string
-			v    float64
-		}{{"steps_remaining", j.StepsRemaining}, {"time_since_start", j.TimeSinceStart}, {"isolated_time", j.IsolatedTime}, {"slo", j.SLO}} {
-			if err := checkAmount(f.v); err != nil {
-				return fmt.Errorf("%s: %s: %w", where, f.name, err)
-			}
-		}
-		if math.IsNaN(j.Arrival) || math.IsInf(j.Arrival, 0) {
-			return fmt.Errorf("%s: arrival %v is not finite", where, j.Arrival)
+		if err := validateJob(j, p.GPUs, largest); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
 	for _, name := range sortedKeys(p.Entities) {
 		e := p.Entities[name]
-		if !(e.Weight > 0) || math.IsInf(e.Weight, 0) {
-			return fmt.Errorf("entities: %q: weight %v is not a positive finite number", name, e.Weight)
+		if err := checkName(name); err != nil {
+			return fmt.Errorf("entities: %q: %w", name, err)
+		}
+		if err := checkRange(e.Weight, MinWeight, MaxWeight, false); err != nil {
+			return fmt.Errorf("entities: %q: weight: %w", name, err)
 		}
 		if e.Policy != "fairness" && e.Policy != "fifo" {
 			return fmt.Errorf("entities: %q: policy %q is not \"fairness\" or \"fifo\"", name, e.Policy)
@@ -344,11 +366,70 @@ func (p *Problem) Validate() error {
 				return fmt.Errorf("%s: throughputs: unknown GPU type %q", where, t)
 			}
 			for m, v := range pr.Throughputs[t] {
-				if err := checkAmount(v); err != nil {
+				if err := checkRange(v, MinThroughput, MaxThroughput, true); err != nil {
 					return fmt.Errorf("%s: throughputs: %q[%d]: %w", where, t, m, err)
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// validateJob checks one job's fields against the cluster (gpus, whose
+// largest count is largest).
+func validateJob(j *Job, gpus map[string]int, largest int) error {
+	if j.Entity != "" {
+		if err := checkName(j.Entity); err != nil {
+			return fmt.Errorf("entity %q: %w", j.Entity, err)
+		}
+	}
+	if len(j.Throughputs) == 0 {
+		return errors.New("throughputs: missing")
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, t := range sortedKeys(j.Throughputs) {
+		if _, ok := gpus[t]; !ok {
+			return fmt.Errorf("throughputs: unknown GPU type %q", t)
+		}
+		v := j.Throughputs[t]
+		if err := checkRange(v, MinThroughput, MaxThroughput, true); err != nil {
+			return fmt.Errorf("throughputs: %q: %w", t, err)
+		}
+		if v > 0 {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if hi == 0 {
+		return errors.New("throughputs: no positive throughput on any GPU type")
+	}
+	if hi > lo*MaxThroughputRatio {
+		return fmt.Errorf("throughputs: %g and %g differ by more than a factor %g (give 0 for a type the job should not run on)", lo, hi, float64(MaxThroughputRatio))
+	}
+	if j.ScaleFactor < 1 {
+		return fmt.Errorf("scale_factor %d is not a positive integer", j.ScaleFactor)
+	}
+	if j.ScaleFactor > largest {
+		return fmt.Errorf("scale_factor %d exceeds every GPU type's count (largest %d)", j.ScaleFactor, largest)
+	}
+	if err := checkRange(j.Weight, MinWeight, MaxWeight, false); err != nil {
+		return fmt.Errorf("weight: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		hi   float64
+	}{
+		{"steps_remaining", j.StepsRemaining, MaxSteps},
+		{"time_since_start", j.TimeSinceStart, MaxSeconds},
+		{"isolated_time", j.IsolatedTime, MaxSeconds},
+		{"slo", j.SLO, MaxSeconds},
+	} {
+		if err := checkRange(f.v, 0, f.hi, true); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	if math.IsNaN(j.Arrival) || math.Abs(j.Arrival) > MaxArrival {
+		return fmt.Errorf("arrival %v is not a finite number within ±%g", j.Arrival, float64(MaxArrival))
 	}
 	return nil
 }
@@ -371,13 +452,40 @@ func (w pairPlace) String() string {
 	return fmt.Sprintf("pairs[%d] (%s+%s)", w.index, w.pair.Jobs[0], w.pair.Jobs[1])
 }
 
-// checkAmount accepts finite non-negative numbers.
-func checkAmount(v float64) error {
+// checkRange accepts a finite number in [lo, hi], or 0 when zero is.
+func checkRange(v, lo, hi float64, zero bool) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return fmt.Errorf("%v is not a finite number", v)
 	case v < 0:
 		return fmt.Errorf("negative value %v", v)
+	case v == 0 && zero:
+		return nil
+	case v < lo || v > hi:
+		if zero {
+			return fmt.Errorf("%g is outside [%g, %g] (or 0)", v, lo, hi)
+		}
+		return fmt.Errorf("%g is outside [%g, %g]", v, lo, hi)
+	}
+	return nil
+}
+
+// checkName refuses names (job ids, GPU types, entities) holding control
+// characters, bidirectional-text or other invisible format characters,
+// line separators, or invalid UTF-8. They are printed in tables, logs and
+// Slurm constraints, where such characters forge or hide text (a newline
+// starting a false log line, U+202E reversing what follows).
+func checkName(s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				return errors.New("not valid UTF-8")
+			}
+			return fmt.Errorf("contains the character %U", r)
+		case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co, unicode.Cs):
+			return fmt.Errorf("contains the control or format character %U (names must be printable)", r)
+		}
 	}
 	return nil
 }
@@ -390,4 +498,127 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// keyShape describes where in the problem format an object's keys are
+// struct fields, which encoding/json matches without regard to case ("Jobs"
+// fills jobs), rather than map keys, which it matches exactly.
+type keyShape struct {
+	fields map[string]*keyShape // struct fields by lower-case name; nil for a map
+	elem   *keyShape            // a map's values or an array's elements
+}
+
+var problemShape = func() *keyShape {
+	entity := &keyShape{fields: map[string]*keyShape{}}
+	job := &keyShape{fields: map[string]*keyShape{"throughputs": {}}}
+	pair := &keyShape{fields: map[string]*keyShape{"jobs": {}, "throughputs": {}}}
+	return &keyShape{fields: map[string]*keyShape{
+		"cluster":  {},
+		"costs":    {},
+		"jobs":     {elem: job},
+		"entities": {elem: entity},
+		"pairs":    {elem: pair},
+	}}
+}()
+
+// jsonFrame is one open object or array of the walk in checkDuplicateKeys.
+type jsonFrame struct {
+	path    string
+	shape   *keyShape // nil where the format has no known shape
+	object  bool
+	keys    map[string]bool
+	wantKey bool
+	key     string // the key whose value comes next, in an object
+	index   int    // the next element's index, in an array
+}
+
+// checkDuplicateKeys walks the JSON text and refuses an object that gives
+// a key twice (for struct fields, twice in any mix of case): encoding/json
+// would silently keep the last value, so a problem edited by hand could
+// say one thing and mean another. Syntax errors are left to the decoder,
+// which describes them better.
+func checkDuplicateKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var stack []*jsonFrame
+	// child returns the path and shape of the value that comes next in
+	// the innermost open container (the problem itself at the top).
+	child := func() (string, *keyShape) {
+		if len(stack) == 0 {
+			return "", problemShape
+		}
+		f := stack[len(stack)-1]
+		var shape *keyShape
+		if f.object {
+			path := f.key
+			if f.path != "" {
+				path = f.path + "." + f.key
+			}
+			switch {
+			case f.shape == nil:
+			case f.shape.fields != nil:
+				shape = f.shape.fields[strings.ToLower(f.key)]
+			default:
+				shape = f.shape.elem
+			}
+			return path, shape
+		}
+		if f.shape != nil {
+			shape = f.shape.elem
+		}
+		return fmt.Sprintf("%s[%d]", f.path, f.index), shape
+	}
+	// valueDone records that a value of the innermost container ended.
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.object {
+			f.wantKey = true
+		} else {
+			f.index++
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder will report
+		}
+		if len(stack) > 0 {
+			if f := stack[len(stack)-1]; f.object && f.wantKey {
+				if key, ok := tok.(string); ok {
+					name := key
+					if f.shape != nil && f.shape.fields != nil {
+						name = strings.ToLower(key)
+					}
+					if f.keys[name] {
+						line, col := textPosition(data, dec.InputOffset()-1)
+						where := f.path
+						if where == "" {
+							where = "the problem"
+						}
+						return fmt.Errorf("line %d, column %d: %s: duplicate key %q", line, col, where, key)
+					}
+					f.keys[name] = true
+					f.key, f.wantKey = key, false
+					continue
+				}
+			}
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			path, shape := child()
+			object := tok == json.Delim('{')
+			f := &jsonFrame{path: path, shape: shape, object: object, wantKey: object}
+			if object {
+				f.keys = map[string]bool{}
+			}
+			stack = append(stack, f)
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			valueDone()
+		default:
+			valueDone()
+		}
+	}
 }

@@ -68,10 +68,11 @@ func TestDecodeProblemRejectsBadInput(t *testing.T) {
 		{"scale factor too large", job(`"throughputs": {"v100": 1}, "scale_factor": 8`), `jobs[1] (id "7"): scale_factor 8 exceeds every GPU type's count (largest 4)`},
 		{"scale factor zero", job(`"throughputs": {"v100": 1}, "scale_factor": 0`), `scale_factor 0 is not a positive integer`},
 		{"fractional scale factor", job(`"throughputs": {"v100": 1}, "scale_factor": 1.5`), `scale_factor 1.5 is not a positive integer`},
-		{"zero weight", job(`"throughputs": {"v100": 1}, "weight": 0`), `jobs[1] (id "7"): weight 0 is not a positive`},
+		{"zero weight", job(`"throughputs": {"v100": 1}, "weight": 0`), `jobs[1] (id "7"): weight: 0 is outside [0.001, 1000]`},
 		{"negative steps", job(`"throughputs": {"v100": 1}, "steps_remaining": -5`), `jobs[1] (id "7"): steps_remaining: negative value -5`},
 		{"huge number", job(`"throughputs": {"v100": 1e999}`), `cannot use a JSON number 1e999`},
-		{"duplicate id", job(`"throughputs": {"v100": 1}, "id": "1"`), `jobs[1] (id "1"): duplicate id (first used by jobs[0])`},
+		{"duplicate id", `{"cluster": {"v100": 1}, "jobs": [{"id": "1", "throughputs": {"v100": 1}}, {"id": 1, "throughputs": {"v100": 1}}]}`,
+			`jobs[1] (id "1"): duplicate id (first used by jobs[0])`},
 		{"missing id", `{"cluster": {"v100": 1}, "jobs": [{"throughputs": {"v100": 1}}]}`, `jobs[0]: id: missing`},
 		{"boolean id", `{"cluster": {"v100": 1}, "jobs": [{"id": true, "throughputs": {"v100": 1}}]}`, `jobs[0]: id: true is neither`},
 		{"unknown cost type", `{"cluster": {"v100": 1}, "costs": {"k80": 1}}`, `costs: unknown GPU type "k80"`},
@@ -111,6 +112,9 @@ func FuzzDecodeProblem(f *testing.F) {
 	f.Add(`{"cluster": {"v100": 1}, "jobs": []}`)
 	f.Add(`{"cluster": {"v100": 1}, "jobs": [{"id": 1, "throughputs": {"v100": 1}, "scale_factor": 1}], "pairs": [{"jobs": [1, 1]}]}`)
 	f.Add(`[]`)
+	f.Add(`{"cluster": {"v100": 1}, "cluster": {"v100": 2}}`)
+	f.Add(`{"cluster": {"v100": 2, "k80": 1}, "costs": {"v100": 3, "k80": 1}, "jobs": [{"id": "a\u202e", "throughputs": {"v100": 1e5, "k80": 10}, "weight": 1000, "slo": 10, "steps_remaining": 1e10}]}`)
+	f.Add(`{"cluster": {"v100": 1}, "jobs": [{"id": 1, "throughputs": {"v100": 1.7e308}, "Weight": 1e-3, "weight": 2}], "entities": {"e": {"weight": 1e3}}}`)
 	f.Fuzz(func(t *testing.T, input string) {
 		p, err := DecodeProblem(strings.NewReader(input))
 		if err != nil {
@@ -124,10 +128,27 @@ func FuzzDecodeProblem(f *testing.F) {
 		if err := p.Validate(); err != nil {
 			t.Fatalf("decoded problem is invalid: %v", err)
 		}
+		for _, j := range p.Jobs {
+			if checkName(j.ID) != nil {
+				t.Fatalf("job id %q accepted", j.ID)
+			}
+		}
 		if len(p.Jobs) <= 8 && len(p.GPUs) <= 8 {
 			pol, _ := New("isolated", Options{})
 			if _, err := pol.Allocate(p); err != nil {
 				t.Fatalf("isolated on a valid problem: %v", err)
+			}
+			// The LP policies may refuse a problem, but must not crash
+			// the solver (CLP aborts the process on coefficients it
+			// cannot handle) or return an inconsistent allocation.
+			names := []string{"max_min_fairness_perf", "max_sum_throughput_normalized_by_cost_perf_SLOs"}
+			for _, name := range names {
+				pol, _ := New(name, Options{})
+				if a, err := pol.Allocate(p); err == nil {
+					if _, err := JobThroughputs(p, a); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+				}
 			}
 		}
 	})

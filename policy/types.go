@@ -91,6 +91,10 @@ type Allocation struct {
 	// documents for each policy family.
 	Objective float64
 	Stats     Stats
+	// Notes says, by job id, where the policy could not do what the
+	// problem asked for a job and what it did instead (an SLO it could not
+	// meet and dropped). Nil when there is nothing to say.
+	Notes map[string]string
 }
 
 // Row is the allocation of one job or one co-located pair.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -141,6 +142,9 @@ type allocationJSON struct {
 	Allocation   map[string]map[string]float64 `json:"allocation"`
 	SolveSeconds float64                       `json:"solve_seconds"`
 	Stats        policy.Stats                  `json:"stats"`
+	// Notes says, by job id, what the policy could not do for a job (an
+	// SLO it dropped); absent when there is nothing to say.
+	Notes map[string]string `json:"notes,omitempty"`
 }
 
 func writeAllocationJSON(w io.Writer, a *policy.Allocation, elapsed time.Duration) error {
@@ -149,6 +153,7 @@ func writeAllocationJSON(w io.Writer, a *policy.Allocation, elapsed time.Duratio
 		Allocation:   a.Map(),
 		SolveSeconds: elapsed.Seconds(),
 		Stats:        a.Stats,
+		Notes:        a.Notes,
 	}
 	if !math.IsInf(a.Objective, 0) && !math.IsNaN(a.Objective) {
 		out.Objective = &a.Objective
@@ -184,7 +189,32 @@ func writeAllocationTable(w io.Writer, p *policy.Problem, a *policy.Allocation, 
 			fmt.Fprint(tw, "(pair)\t\n")
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeNotes(w, a.Notes)
+}
+
+// writeNotes prints the policy's notes after the table, one line per job
+// in job id order.
+func writeNotes(w io.Writer, notes map[string]string) error {
+	if len(notes) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(notes))
+	for id := range notes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	if _, err := fmt.Fprintln(w, "\nnotes:"); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := fmt.Fprintf(w, "  job %s: %s\n", id, notes[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func formatObjective(v float64) string {

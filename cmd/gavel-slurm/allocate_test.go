@@ -104,8 +104,12 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		{"scale factor too large", []string{"--input", "-"}, `{"cluster": {"v100": 2, "k80": 4}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "scale_factor": 8}]}`, 2, `jobs[0] (id "a"): scale_factor 8 exceeds every GPU type's count (largest 4)`},
 		{"duplicate ids", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}}, {"id": "a", "throughputs": {"v100": 1}}]}`, 2, `jobs[1] (id "a"): duplicate id (first used by jobs[0])`},
 		{"truncated JSON", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [`, 2, "unexpected end of input"},
-		{"infeasible SLO", []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", allocTestFile(t,
-			`{"cluster": {"v100": 1}, "costs": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1}, "steps_remaining": 100, "slo": 10}]}`)}, "", 1, "job a: SLO"},
+		{"weight beyond what the LP handles", []string{"--policy", "max_min_fairness_water_filling_perf", "--input", "-"},
+			`{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "weight": 1.7e308}]}`, 2, `jobs[0] (id "a"): weight: 1.7e+308 is outside [0.001, 1000]`},
+		{"throughput beyond what the LP handles", []string{"--policy", "max_sum_throughput_perf", "--input", "-"},
+			`{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 1.7e308}}]}`, 2, `jobs[0] (id "a"): throughputs: "v100": 1.7e+308 is outside`},
+		{"duplicate key", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2, "v100": 3}}]}`, 2, `jobs[0].throughputs: duplicate key "v100"`},
+		{"terminal escape in a job id", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a\u001b]0;owned\u0007", "throughputs": {"v100": 2}}]}`, 2, `contains the control or format character U+001B`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,5 +200,41 @@ func TestObjectiveUnit(t *testing.T) {
 		if got := objectiveUnit(c.policy); got != c.want {
 			t.Errorf("objectiveUnit(%q) = %q, want %q", c.policy, got, c.want)
 		}
+	}
+}
+
+// An SLO that cannot be met no longer fails the command: the allocation is
+// printed, with a note saying which SLO was dropped and why.
+func TestAllocateReportsDroppedSLOs(t *testing.T) {
+	problem := `{"cluster": {"v100": 1, "k80": 1}, "costs": {"v100": 3, "k80": 1}, "jobs": [
+	  {"id": "a", "throughputs": {"v100": 4, "k80": 1}, "steps_remaining": 1000, "slo": 1000},
+	  {"id": "b", "throughputs": {"v100": 1}, "steps_remaining": 36000, "slo": 7200}]}`
+	const note = "SLO dropped: needs 10.0 h on v100 alone, 2.0 h left"
+	args := []string{"--policy", "max_sum_throughput_normalized_by_cost_perf_SLOs", "--input", "-"}
+	code, out, errOut := allocTestRun(args, problem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "\nnotes:\n  job b: "+note+"\n") || strings.Contains(out, "job a:") {
+		t.Errorf("table output lacks the note for b alone:\n%s", out)
+	}
+	code, out, errOut = allocTestRun(append(args, "--json"), problem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct {
+		Allocation map[string]map[string]float64 `json:"allocation"`
+		Notes      map[string]string             `json:"notes"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if len(got.Notes) != 1 || got.Notes["b"] != note || got.Allocation["a"]["v100"]*4+got.Allocation["a"]["k80"] < 1-1e-6 {
+		t.Errorf("got %+v, want a's SLO met and the note for b", got)
+	}
+	// Without notes the JSON has no notes field.
+	_, out, _ = allocTestRun([]string{"--policy", "max_sum_throughput_perf", "--input", "-", "--json"}, allocTestProblem)
+	if strings.Contains(out, "notes") {
+		t.Errorf("notes field without notes:\n%s", out)
 	}
 }

@@ -279,3 +279,29 @@ func TestSiteRulesBoundWhatTagsSet(t *testing.T) {
 		t.Errorf("the policy sees weight %v, entity %q", p.Jobs[0].Weight, p.Jobs[0].Entity)
 	}
 }
+
+// One job's unreachable SLO under an _SLOs policy does not stall the
+// round: the allocation is made without it and the job's reason says so.
+func TestUnreachableSLODegradesInsteadOfStalling(t *testing.T) {
+	set := settings()
+	set.Policy = "max_sum_throughput_normalized_by_cost_perf_SLOs"
+	set.CostPerGPUHour = map[string]float64{"v100": 3, "k80": 1}
+	c := newCore(t, set)
+	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
+	feasible := pending(1, tag+" slo=30d")
+	// 100M steps in one minute: no GPU of the cluster can do it.
+	hopeless := pending(2, "gavel: model=resnet50-bs64 steps=100M slo=1m")
+	res := c.Step(snapshot(t, epoch, nodes, feasible, hopeless), epoch, c.Solve)
+	if res.Skipped != "" {
+		t.Fatalf("round skipped: %s", res.Skipped)
+	}
+	var reason string
+	for _, jv := range res.View.Jobs {
+		if jv.Job.ID == 2 {
+			reason = jv.Reason
+		}
+	}
+	if !strings.Contains(reason, "SLO") {
+		t.Errorf("the job whose SLO was dropped says %q", reason)
+	}
+}

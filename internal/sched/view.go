@@ -156,6 +156,11 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			for _, n := range s.notes {
 				jv.Reason += "; " + n
 			}
+			if c.allocation != nil && c.allocation.Notes[s.id] != "" {
+				// The policy could not honour something of the job's
+				// (an SLO it cannot meet): said here, not a stalled round.
+				jv.Reason += "; " + c.allocation.Notes[s.id]
+			}
 			jv.Allocation = alloc[s.id]
 			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
 			jv.ThroughputSource = s.source
