@@ -68,6 +68,9 @@ type Estimate struct {
 // DefaultOptions.
 type Options struct {
 	// WarmUp is how long after a start a job's intervals are skipped.
+	// SinceStart is taken at the end of an interval, so WarmUp must be
+	// longer than one collector interval for the first one to be skipped;
+	// the default suits collectors that report every minute.
 	WarmUp time.Duration
 	// StaleAfter is the age past which a type's measurement no longer
 	// counts as measured. Past it, the measurement is blended with the
@@ -109,7 +112,7 @@ type Options struct {
 // DefaultOptions are the settings used for unset fields.
 func DefaultOptions() Options {
 	return Options{
-		WarmUp:            time.Minute,
+		WarmUp:            2 * time.Minute,
 		StaleAfter:        6 * time.Hour,
 		Alpha:             0.5, // Gavel's moving average weight for online updates
 		OutlierFactor:     2,
