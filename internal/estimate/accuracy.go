@@ -60,8 +60,8 @@ type AccuracyRow struct {
 }
 
 // Accuracy measures the estimator by leave-one-out over the table: each
-// job type in turn is hidden (alone, or with its model's other GPU
-// counts), some of its rates are fed in as measurements, and the others
+// job type in turn is hidden (alone, with its model at every GPU count,
+// or with every model of its family), some of its rates are fed in as measurements, and the others
 // are predicted and compared with the table. Every non-empty proper
 // subset of the job type's types with positive rates is revealed in turn;
 // rows are reported for 1 and 2 revealed types and for all but one, over
