@@ -326,3 +326,23 @@ func TestRemainingSteps(t *testing.T) {
 		t.Error("progress kept after Forget")
 	}
 }
+
+// Observations and questions may come from different goroutines (run with
+// -race).
+func TestConcurrentUse(t *testing.T) {
+	e := newTestEstimator(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			if err := e.Observe(obs("1", "mystery", 1, refTypes[i%3], 1+float64(i%5), time.Duration(i)*time.Minute)); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for range 50 {
+		e.Rates(JobKey{"1", "mystery", 1}, refTypes, t0)
+		Models{Estimator: e}.Estimate("mystery", 1, refTypes)
+	}
+	<-done
+}
