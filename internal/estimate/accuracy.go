@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -47,7 +49,9 @@ type AccuracyRow struct {
 	Hidden string
 	// Revealed is how many of the job's types were measured.
 	Revealed int
-	Method   string
+	// Scale is the GPU count of the hidden job types, 0 for all of them.
+	Scale  int
+	Method string
 	// Cells is how many hidden (job type, GPU type) rates were predicted.
 	Cells int
 	// Median and P90 are the median and 90th percentile of the relative
@@ -56,11 +60,12 @@ type AccuracyRow struct {
 }
 
 // Accuracy measures the estimator by leave-one-out over the table: each
-// job type in turn is hidden (alone, or with its model's other GPU
-// counts), some of its rates are fed in as measurements, and the others
+// job type in turn is hidden (alone, with its model at every GPU count,
+// or with every model of its family), some of its rates are fed in as measurements, and the others
 // are predicted and compared with the table. Every non-empty proper
 // subset of the job type's types with positive rates is revealed in turn;
-// rows are reported for 1 and 2 revealed types and for all but one.
+// rows are reported for 1 and 2 revealed types and for all but one, over
+// every GPU count (Scale 0) and for each.
 func Accuracy(table *throughputs.Table, opts Options) ([]AccuracyRow, error) {
 	ref, err := newReference(table)
 	if err != nil {
@@ -68,7 +73,7 @@ func Accuracy(table *throughputs.Table, opts Options) ([]AccuracyRow, error) {
 	}
 	var out []AccuracyRow
 	for _, hide := range []string{HideJobType, HideModel, HideFamily} {
-		errs := map[int]map[string][]float64{}
+		errs := map[errKey][]float64{}
 		for h := range ref.rows {
 			if err := accuracyOf(ref, h, hide, opts, errs); err != nil {
 				return nil, err
@@ -81,7 +86,7 @@ func Accuracy(table *throughputs.Table, opts Options) ([]AccuracyRow, error) {
 
 // accuracyOf runs every reveal of job type h, adding the relative errors
 // per revealed count and method to errs.
-func accuracyOf(ref reference, h int, hide string, opts Options, errs map[int]map[string][]float64) error {
+func accuracyOf(ref reference, h int, hide string, opts Options, errs map[errKey][]float64) error {
 	target := ref.rows[h]
 	var kept []refRow
 	for i, r := range ref.rows {
@@ -119,11 +124,19 @@ func accuracyOf(ref reference, h int, hide string, opts Options, errs map[int]ma
 			if slices.Contains(revealed, k) {
 				continue
 			}
-			add(errs, len(revealed), MethodEstimator, relErr(got[ref.types[k]].StepsPerSecond, target.rates[k]))
-			add(errs, len(revealed), MethodColumnMean, relErr(columnMean(kept, revealed, target, k), target.rates[k]))
+			add := func(method string, e float64) {
+				if !math.IsNaN(e) {
+					for _, sf := range []int{0, target.key.ScaleFactor} {
+						key := errKey{len(revealed), sf, method}
+						errs[key] = append(errs[key], e)
+					}
+				}
+			}
+			add(MethodEstimator, relErr(got[ref.types[k]].StepsPerSecond, target.rates[k]))
+			add(MethodColumnMean, relErr(columnMean(kept, revealed, target, k), target.rates[k]))
 			wrong, scaled := wrongTag(kept, revealed, target, k)
-			add(errs, len(revealed), MethodWrongTag, wrong)
-			add(errs, len(revealed), MethodWrongTagScaled, scaled)
+			add(MethodWrongTag, wrong)
+			add(MethodWrongTagScaled, scaled)
 		}
 	}
 	return nil
@@ -214,16 +227,6 @@ func logShift(r refRow, revealed []int, target refRow) (float64, bool) {
 
 func relErr(pred, truth float64) float64 { return math.Abs(pred-truth) / truth }
 
-func add(errs map[int]map[string][]float64, k int, method string, e float64) {
-	if math.IsNaN(e) {
-		return
-	}
-	if errs[k] == nil {
-		errs[k] = map[string][]float64{}
-	}
-	errs[k][method] = append(errs[k][method], e)
-}
-
 // subsets lists the non-empty proper subsets of n items as bit masks.
 func subsets(n int) []uint {
 	var out []uint
@@ -244,18 +247,26 @@ func pick(xs []int, mask uint) []int {
 	return out
 }
 
-// summarize turns the errors into rows, by revealed count then method.
-func summarize(hide string, errs map[int]map[string][]float64) []AccuracyRow {
-	var out []AccuracyRow
-	for k := 1; k <= len(errs)+1; k++ {
-		for _, method := range []string{MethodEstimator, MethodColumnMean, MethodWrongTag, MethodWrongTagScaled} {
-			e := errs[k][method]
-			if len(e) == 0 {
-				continue
-			}
-			slices.Sort(e)
-			out = append(out, AccuracyRow{Hidden: hide, Revealed: k, Method: method, Cells: len(e), Median: quantile(e, 0.5), P90: quantile(e, 0.9)})
-		}
+// errKey groups errors by revealed count, GPU count (0 for all) and
+// method.
+type errKey struct {
+	revealed, scale int
+	method          string
+}
+
+// summarize turns the errors into rows, by GPU count, revealed count and
+// method.
+func summarize(hide string, errs map[errKey][]float64) []AccuracyRow {
+	keys := slices.Collect(maps.Keys(errs))
+	order := map[string]int{MethodEstimator: 0, MethodColumnMean: 1, MethodWrongTag: 2, MethodWrongTagScaled: 3}
+	slices.SortFunc(keys, func(a, b errKey) int {
+		return cmp.Or(cmp.Compare(a.scale, b.scale), cmp.Compare(a.revealed, b.revealed), cmp.Compare(order[a.method], order[b.method]))
+	})
+	out := make([]AccuracyRow, 0, len(keys))
+	for _, k := range keys {
+		e := errs[k]
+		slices.Sort(e)
+		out = append(out, AccuracyRow{Hidden: hide, Revealed: k.revealed, Scale: k.scale, Method: k.method, Cells: len(e), Median: quantile(e, 0.5), P90: quantile(e, 0.9)})
 	}
 	return out
 }
@@ -266,13 +277,47 @@ func quantile(sorted []float64, q float64) float64 {
 	return sorted[max(i, 0)]
 }
 
-// FormatAccuracy writes rows as a Markdown table.
+// FormatAccuracy writes the rows over every GPU count as a Markdown
+// table.
 func FormatAccuracy(rows []AccuracyRow) string {
 	var b strings.Builder
 	b.WriteString("| hidden | revealed types | method | cells | median error | p90 error |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f%% | %.1f%% |\n", r.Hidden, r.Revealed, r.Method, r.Cells, 100*r.Median, 100*r.P90)
+		if r.Scale == 0 {
+			fmt.Fprintf(&b, "| %s | %d | %s | %d | %.1f%% | %.1f%% |\n", r.Hidden, r.Revealed, r.Method, r.Cells, 100*r.Median, 100*r.P90)
+		}
+	}
+	return b.String()
+}
+
+// FormatAccuracyByScale writes the estimator's and the scaled column
+// mean's errors per GPU count as a Markdown table.
+func FormatAccuracyByScale(rows []AccuracyRow) string {
+	type key struct {
+		hidden          string
+		revealed, scale int
+	}
+	by := map[key]map[string]AccuracyRow{}
+	var keys []key
+	for _, r := range rows {
+		k := key{r.Hidden, r.Revealed, r.Scale}
+		if r.Scale == 0 {
+			continue
+		}
+		if by[k] == nil {
+			by[k] = map[string]AccuracyRow{}
+			keys = append(keys, k)
+		}
+		by[k][r.Method] = r
+	}
+	var b strings.Builder
+	b.WriteString("| hidden | GPUs | revealed types | cells | estimator median | estimator p90 | column mean median | column mean p90 |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, k := range keys {
+		est, col := by[k][MethodEstimator], by[k][MethodColumnMean]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n",
+			k.hidden, k.scale, k.revealed, est.Cells, 100*est.Median, 100*est.P90, 100*col.Median, 100*col.P90)
 	}
 	return b.String()
 }

@@ -42,6 +42,9 @@ type Measurement struct {
 	// SinceStart is how long the job had been running on this placement
 	// at the end of the interval; intervals within the warm-up are skipped.
 	SinceStart time.Duration
+	// Steps is the job's total steps done at At, when it reports its
+	// progress (0 when it does not).
+	Steps int64
 }
 
 // JobKey names the job a question is about.
@@ -65,6 +68,9 @@ type Estimate struct {
 // DefaultOptions.
 type Options struct {
 	// WarmUp is how long after a start a job's intervals are skipped.
+	// SinceStart is taken at the end of an interval, so WarmUp must be
+	// longer than one collector interval for the first one to be skipped;
+	// the default suits collectors that report every minute.
 	WarmUp time.Duration
 	// StaleAfter is the age past which a type's measurement no longer
 	// counts as measured. Past it, the measurement is blended with the
@@ -106,7 +112,7 @@ type Options struct {
 // DefaultOptions are the settings used for unset fields.
 func DefaultOptions() Options {
 	return Options{
-		WarmUp:            time.Minute,
+		WarmUp:            2 * time.Minute,
 		StaleAfter:        6 * time.Hour,
 		Alpha:             0.5, // Gavel's moving average weight for online updates
 		OutlierFactor:     2,
@@ -195,6 +201,9 @@ type job struct {
 	identity string
 	scale    int
 	cells    map[string]*cell
+	// steps is the latest progress reported, at stepsAt.
+	steps   int64
+	stepsAt time.Time
 }
 
 // New returns an estimator over the reference table.
@@ -230,11 +239,17 @@ func (e *Estimator) Observe(m Measurement) error {
 	}
 	j := e.jobs[m.JobID]
 	if j == nil || j.scale != m.Scale {
+		fresh := &job{scale: m.Scale, cells: map[string]*cell{}}
 		if j != nil {
+			// Progress is the job's, whatever it runs on.
+			fresh.steps, fresh.stepsAt = j.steps, j.stepsAt
 			e.version++
 		}
-		j = &job{scale: m.Scale, cells: map[string]*cell{}}
+		j = fresh
 		e.jobs[m.JobID] = j
+	}
+	if m.Steps > 0 && m.At.After(j.stepsAt) {
+		j.steps, j.stepsAt = m.Steps, m.At
 	}
 	if j.model != m.Model || j.identity == "" {
 		j.model, j.identity = m.Model, e.ref.identity(m.Model)
@@ -261,6 +276,8 @@ func (m Measurement) validate() error {
 		return fmt.Errorf("scale %d is not a GPU count", m.Scale)
 	case m.At.IsZero():
 		return errors.New("no time")
+	case m.Steps < 0:
+		return fmt.Errorf("negative steps %d", m.Steps)
 	case !(m.StepsPerSecond > 0) || math.IsInf(m.StepsPerSecond, 0):
 		// No progress is a stall, not a rate: it would say the type is
 		// infinitely slow.
@@ -277,6 +294,20 @@ func (e *Estimator) Forget(jobID string) {
 		delete(e.jobs, jobID)
 		e.version++
 	}
+}
+
+// RemainingSteps is how many of total steps the job has left by its
+// latest reported progress, and when it reported it; false when it never
+// reported any. It never goes below zero: a job may run past the steps
+// its tag announced.
+func (e *Estimator) RemainingSteps(jobID string, total int64) (int64, time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.jobs[jobID]
+	if j == nil || j.stepsAt.IsZero() {
+		return 0, time.Time{}, false
+	}
+	return max(total-j.steps, 0), j.stepsAt, true
 }
 
 // Rates estimates the job's rate on each of types at time now.

@@ -45,6 +45,7 @@ func TestObserveRejectsBadMeasurements(t *testing.T) {
 		{"negative rate", func(m *Measurement) { m.StepsPerSecond = -1 }, "not a positive number"},
 		{"NaN rate", func(m *Measurement) { m.StepsPerSecond = math.NaN() }, "not a positive number"},
 		{"infinite rate", func(m *Measurement) { m.StepsPerSecond = math.Inf(1) }, "not a positive number"},
+		{"negative steps", func(m *Measurement) { m.Steps = -1 }, "negative steps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,4 +283,66 @@ func TestMeasuredDetailCountsDrops(t *testing.T) {
 	if want := "measured 10 steps/s over 3 intervals (1 outlier dropped)"; got.Detail != want {
 		t.Errorf("detail %q, want %q", got.Detail, want)
 	}
+}
+
+func TestRemainingSteps(t *testing.T) {
+	e := newTestEstimator(t)
+	if _, _, ok := e.RemainingSteps("1", 100); ok {
+		t.Error("progress of an unknown job")
+	}
+	report := func(steps int64, after time.Duration, scale int) {
+		m := obs("1", "", scale, "v100", 3, after)
+		m.Steps = steps
+		if err := e.Observe(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(0, 0, 1) // no progress reported
+	if _, _, ok := e.RemainingSteps("1", 100); ok {
+		t.Error("progress from a report without steps")
+	}
+	tests := []struct {
+		steps int64
+		after time.Duration
+		scale int
+		total int64
+		want  int64
+		at    time.Duration
+	}{
+		{30, time.Minute, 1, 100, 70, time.Minute},
+		{20, 30 * time.Second, 1, 100, 70, time.Minute}, // older report ignored
+		{60, 2 * time.Minute, 2, 100, 40, 2 * time.Minute},
+		{150, 3 * time.Minute, 2, 100, 0, 3 * time.Minute},
+	}
+	for _, tt := range tests {
+		report(tt.steps, tt.after, tt.scale)
+		got, at, ok := e.RemainingSteps("1", tt.total)
+		if !ok || got != tt.want || !at.Equal(t0.Add(tt.at)) {
+			t.Errorf("after %d steps at %v: %d at %v (%v), want %d at %v", tt.steps, tt.after, got, at.Sub(t0), ok, tt.want, tt.at)
+		}
+	}
+	e.Forget("1")
+	if _, _, ok := e.RemainingSteps("1", 100); ok {
+		t.Error("progress kept after Forget")
+	}
+}
+
+// Observations and questions may come from different goroutines (run with
+// -race).
+func TestConcurrentUse(t *testing.T) {
+	e := newTestEstimator(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			if err := e.Observe(obs("1", "mystery", 1, refTypes[i%3], 1+float64(i%5), time.Duration(i)*time.Minute)); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for range 50 {
+		e.Rates(JobKey{"1", "mystery", 1}, refTypes, t0)
+		Models{Estimator: e}.Estimate("mystery", 1, refTypes)
+	}
+	<-done
 }
