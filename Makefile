@@ -48,7 +48,7 @@ FUZZTIME ?= 60s
 
 fuzz: deps
 	@set -e; \
-	for file in $$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
+	for file in $$(grep -rlE --include='*_test.go' --exclude-dir=.local --exclude-dir=.git '^func Fuzz[A-Za-z0-9_]*\(' . | sort); do \
 		pkg=$$(dirname "$$file"); \
 		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
 			echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
