@@ -33,7 +33,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", defaultServer, "daemon API address: host:port, http(s)://host:port or unix:/path")
-	asJSON := fs.Bool("json", false, "print the API's JSON instead of the table")
+	asJSON := fs.Bool("json", false, "print the API's JSON instead of the table (filters apply to its jobs)")
+	var f statusFilter
+	fs.StringVar(&f.users, "user", "", "only these users' jobs (comma-separated), like squeue -u")
+	fs.StringVar(&f.states, "state", "", "only jobs in these Slurm states (comma-separated, e.g. RUNNING,PENDING), like squeue -t")
+	fs.StringVar(&f.types, "type", "", "only jobs running on, or allocated time on, these GPU types (comma-separated)")
+	watch := fs.Duration("watch", 0, "print again every interval (e.g. 10s) until interrupted")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,12 +46,27 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "status: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	body, err := fetchStatus(*server)
+	if *watch < 0 {
+		fmt.Fprintf(stderr, "status: --watch %v: must be positive\n", *watch)
+		return 2
+	}
+	for {
+		if rc := statusOnce(*server, *asJSON, f, stdout, stderr); rc != 0 || *watch == 0 {
+			return rc
+		}
+		time.Sleep(*watch)
+		fmt.Fprintln(stdout)
+	}
+}
+
+// statusOnce fetches and prints the status once.
+func statusOnce(server string, asJSON bool, f statusFilter, stdout, stderr io.Writer) int {
+	body, err := fetchStatus(server)
 	if err != nil {
 		fmt.Fprintf(stderr, "status: %v\n", err)
 		return 1
 	}
-	if *asJSON {
+	if asJSON && f.empty() {
 		stdout.Write(body)
 		return 0
 	}
@@ -55,8 +75,63 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "status: decode the daemon's answer: %v\n", err)
 		return 1
 	}
+	st.Jobs = f.apply(st.Jobs)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(st); err != nil {
+			fmt.Fprintf(stderr, "status: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	renderStatus(stdout, st)
 	return 0
+}
+
+// statusFilter keeps the jobs squeue's -u and -t would, and those of some
+// GPU types; an empty field keeps everything.
+type statusFilter struct {
+	users, states, types string
+}
+
+func (f statusFilter) empty() bool { return f.users == "" && f.states == "" && f.types == "" }
+
+func (f statusFilter) apply(jobs []api.JobStatus) []api.JobStatus {
+	users, states, types := splitSet(f.users), splitSet(strings.ToUpper(f.states)), splitSet(f.types)
+	var out []api.JobStatus
+	for _, j := range jobs {
+		if users != nil && !users[j.User] || states != nil && !states[j.State] {
+			continue
+		}
+		if types != nil && !types[j.GPUType] && !allocatedOn(j, types) {
+			continue
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func allocatedOn(j api.JobStatus, types map[string]bool) bool {
+	for t, share := range j.Allocation {
+		if share > 0 && types[t] {
+			return true
+		}
+	}
+	return false
+}
+
+func splitSet(list string) map[string]bool {
+	if strings.TrimSpace(list) == "" {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out[v] = true
+		}
+	}
+	return out
 }
 
 func fetchStatus(server string) ([]byte, error) {

@@ -182,3 +182,39 @@ func TestStatusTableEscapesFields(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusFilters(t *testing.T) {
+	srv := serveStatus(t, statusFixture(), http.StatusOK)
+	tests := map[string]struct {
+		args []string
+		want []string // job ids shown
+	}{
+		"no filter":           {nil, []string{"101", "102"}},
+		"user":                {[]string{"--user", "bo"}, []string{"102"}},
+		"users":               {[]string{"--user", "ana, bo"}, []string{"101", "102"}},
+		"state, any case":     {[]string{"--state", "running"}, []string{"101"}},
+		"type it runs on":     {[]string{"--type", "v100"}, []string{"101"}},
+		"type it has time on": {[]string{"--type", "k80"}, []string{"101"}},
+		"type nobody uses":    {[]string{"--type", "p100"}, nil},
+		"filters combine":     {[]string{"--user", "ana", "--state", "PENDING"}, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if rc := runStatus(append([]string{"--server", srv.URL, "--json"}, tc.args...), &out, &errOut); rc != 0 {
+				t.Fatalf("rc=%d %s", rc, errOut.String())
+			}
+			var st api.Status
+			if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, j := range st.Jobs {
+				got = append(got, j.JobID)
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("jobs %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
