@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,14 +167,21 @@ func TestIntegrationTaggedJobAndActions(t *testing.T) {
 	}
 
 	apply(bridge.Action{Kind: bridge.ActRequeueHold})
-	j = waitJob(t, c, id, "requeued and held", func(j bridge.Job) bool {
-		return j.State == bridge.JobPending && j.Held && j.Restarts == 1
+	// Slurm sets the requeue's start delay once the job has stopped (after
+	// KillWait), which would undo a begin-now sent earlier: wait for it.
+	j = waitJob(t, c, id, "requeued, held and stopped", func(j bridge.Job) bool {
+		return j.State == bridge.JobPending && j.Held && j.Restarts == 1 && !slices.Contains(j.StateFlags, "COMPLETING")
 	})
 	apply(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: "v100"})
 	// Release resets the begin time a requeue sets, so begin-now comes last.
 	apply(bridge.Action{Kind: bridge.ActRelease})
 	apply(bridge.Action{Kind: bridge.ActBeginNow})
 	j = waitJob(t, c, id, "running on v100", func(j bridge.Job) bool {
+		if j.State == bridge.JobPending && j.Reason == "BeginTime" {
+			// The delay came back after all (the daemon rechecks the
+			// same way): make it eligible again.
+			apply(bridge.Action{Kind: bridge.ActBeginNow})
+		}
 		return j.State == bridge.JobRunning && j.RunningGPUType == "v100"
 	})
 
