@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
-	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
@@ -111,7 +109,7 @@ func TestAJobWithSeveralGPUTypesDoesNotStopTheRounds(t *testing.T) {
 	}
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part, env.MixedPartition}, Round: 3 * time.Second,
 		DefaultGrace: time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
-	p := newInProcess(t, restClient2(t, env, part, env.MixedPartition), set)
+	p := newInProcess(t, restClient(t, env, env.URL, part, env.MixedPartition), set)
 	for round := range 3 {
 		if rep := p.d.RunRound(context.Background()); rep.Skipped != "" {
 			t.Fatalf("round %d skipped: %s", round+1, rep.Skipped)
@@ -138,15 +136,4 @@ func TestAJobWithSeveralGPUTypesDoesNotStopTheRounds(t *testing.T) {
 	if !slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "mix-1") }) {
 		t.Errorf("status warnings %q do not mention the node with two GPU types", st.Warnings)
 	}
-}
-
-// restClient2 is restClient over several partitions.
-func restClient2(t testing.TB, env *slurmtest.Env, partitions ...string) *rest.Client {
-	t.Helper()
-	c, err := rest.New(rest.Config{URL: env.URL, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
-		Partitions: partitions, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

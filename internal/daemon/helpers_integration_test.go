@@ -57,12 +57,12 @@ func ownPartition(t testing.TB, env *slurmtest.Env, nodes ...string) string {
 	return name
 }
 
-// restClient is the daemon's slurmrestd client for one partition, at url
-// (the local slurmrestd unless a test puts a proxy in between).
-func restClient(t testing.TB, env *slurmtest.Env, url, partition string) *rest.Client {
+// restClient is the daemon's slurmrestd client for the given partitions,
+// at url (the local slurmrestd unless a test puts a proxy in between).
+func restClient(t testing.TB, env *slurmtest.Env, url string, partitions ...string) *rest.Client {
 	t.Helper()
 	c, err := rest.New(rest.Config{URL: url, UserName: env.UserName, TokenFile: os.Getenv("SLURM_JWT_FILE"),
-		Partitions: []string{partition}, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient()})
+		Partitions: partitions, Scontrol: env.ScontrolPath, HTTPClient: SlurmHTTPClient()})
 	if err != nil {
 		t.Fatal(err)
 	}
