@@ -62,6 +62,13 @@ bench: build
 demo: build
 	@bash scripts/demo.sh
 
+# contrib/slurm/job_submit.lua against the daemon's tag parser, with every
+# Lua interpreter installed (also part of unit-test, which skips it when
+# there is no Lua; here a missing Lua is an error).
+.PHONY: lua-test
+lua-test: deps
+	GAVEL_REQUIRE_LUA=1 $(GO) test -count=1 ./contrib/slurm/
+
 slurm-up:
 	@bash scripts/slurm-up.sh
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gavel-slurm needs to build: the COIN-OR CLP
-# LP solver (linked through cgo) and pkg-config to find it. Idempotent: does
-# nothing when the headers are already there.
+# LP solver (linked through cgo) and pkg-config to find it; and, for the
+# tests of contrib/slurm/job_submit.lua, Lua 5.1 (the version Debian's
+# Slurm runs it with). Idempotent: does nothing when all are there.
 set -euo pipefail
 
 need=()
 pkg-config --exists clp 2>/dev/null || need+=(coinor-libclp-dev)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v gcc >/dev/null || need+=(gcc)
+command -v lua5.1 >/dev/null || need+=(lua5.1)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
