@@ -121,6 +121,10 @@ type Job struct {
 	RunningNodes   []string `json:"running_nodes,omitempty"`
 	// Restarts counts requeues (Slurm's restart_cnt).
 	Restarts int `json:"restarts"`
+	// NoRequeue is set when Slurm may not requeue the job (sbatch
+	// --no-requeue, or JobRequeue=0 without --requeue): preempting it
+	// would end it for good, so it is never preempted.
+	NoRequeue bool `json:"no_requeue,omitempty"`
 	// Priority is the job's current priority.
 	Priority int64 `json:"priority"`
 	// Held is true for a user or admin hold (priority 0).

@@ -104,6 +104,7 @@ func (a *adapterV0042) jobs(ctx context.Context) ([]rawJob, error) {
 			Constraints: deref(j.Features),
 			Restarts:    int64(deref(j.RestartCnt)),
 			Hold:        j.Hold,
+			Requeue:     j.Requeue,
 			Comment:     deref(j.Comment),
 		}
 		raw.NodeCount, _ = uint32V0042(j.NodeCount)

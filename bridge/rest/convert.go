@@ -41,9 +41,11 @@ type rawJob struct {
 	Priority    int64
 	PrioritySet bool
 	Hold        *bool
-	SubmitTime  int64
-	StartTime   int64
-	Comment     string
+	// Requeue is Slurm's "may be requeued" (false for --no-requeue).
+	Requeue    *bool
+	SubmitTime int64
+	StartTime  int64
+	Comment    string
 	// Unreadable is set when the generated types refused the job's record
 	// (see parseJobsReply): the fields above are then only those that
 	// could be read leniently.
@@ -139,6 +141,7 @@ func convertJob(r rawJob, nodes map[string]bridge.Node) (bridge.Job, error) {
 		Restarts:    int(min(max(r.Restarts, 0), math.MaxInt32)),
 		Priority:    r.Priority,
 		Nodes:       int(min(max(r.NodeCount, 1), math.MaxInt32)),
+		NoRequeue:   r.Requeue != nil && !*r.Requeue,
 	}
 	var problems []error
 	if r.Unreadable != nil {

@@ -289,3 +289,17 @@ func TestIntegrationPriorityAbove2To31(t *testing.T) {
 		})
 	}
 }
+
+// Slurm's "may be requeued" reaches the snapshot: the daemon never
+// preempts a job submitted with --no-requeue.
+func TestIntegrationNoRequeueIsRead(t *testing.T) {
+	c := integrationClient(t)
+	fixed := submit(t, "--hold", "--no-requeue", "--gres=gpu:1", "--comment=gavel: model=a3c")
+	plain := submit(t, "--hold", "--gres=gpu:1", "--comment=gavel: model=a3c")
+	if j := waitJob(t, c, fixed, "visible", func(bridge.Job) bool { return true }); !j.NoRequeue {
+		t.Errorf("job submitted with --no-requeue read as requeueable: %+v", j)
+	}
+	if j := waitJob(t, c, plain, "visible", func(bridge.Job) bool { return true }); j.NoRequeue {
+		t.Errorf("ordinary job read as not requeueable: %+v", j)
+	}
+}

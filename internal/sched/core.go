@@ -103,6 +103,9 @@ type jobState struct {
 	entity string
 	grace  time.Duration
 	notes  []string
+	// noRequeue is set when Slurm may not requeue the job: it is never
+	// preempted, whatever its mode.
+	noRequeue bool
 	// ledger is what the daemon did to the job (holds, preemption).
 	ledger
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps

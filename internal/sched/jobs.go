@@ -100,6 +100,10 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	js.tag, js.scale = j.Tag, j.GPUs
 	eff := c.set.Rules.Apply(siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag})
 	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
+	if j.NoRequeue && c.modeOf(js) != bridge.PreemptNever {
+		js.notes = append(js.notes, "never preempted: Slurm may not requeue it (--no-requeue)")
+	}
+	js.noRequeue = j.NoRequeue
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
 	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on

@@ -93,9 +93,13 @@ func isRunning(j bridge.Job) bool {
 	return j.State == bridge.JobRunning || j.State == bridge.JobSuspended
 }
 
-// modeOf is how a job takes preemption: its tag's mode, else the site's
-// default, else never.
+// modeOf is how a job takes preemption: never for a job Slurm may not
+// requeue, else its tag's mode, else the site's default, else never.
 func (c *Core) modeOf(js *jobState) bridge.PreemptMode {
+	if js.noRequeue {
+		// A requeue would fail and the preemption would end the job.
+		return bridge.PreemptNever
+	}
 	if js.mode != bridge.PreemptUnset {
 		return js.mode
 	}

@@ -305,3 +305,25 @@ func TestUnreachableSLODegradesInsteadOfStalling(t *testing.T) {
 		t.Errorf("the job whose SLO was dropped says %q", reason)
 	}
 }
+
+// A job Slurm may not requeue (sbatch --no-requeue) is never preempted,
+// whatever its tag asks: the requeue would fail and end the job for good.
+func TestJobsThatCannotBeRequeuedAreNeverPreempted(t *testing.T) {
+	c := newCore(t, settings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 1)}
+	job := func() bridge.Job {
+		j := running(1, tag+" preempt=checkpoint", "a1", "v100", 0)
+		j.NoRequeue = true
+		return j
+	}
+	c.Step(snapshot(t, epoch, nodes, job(), pending(2, tag)), epoch, c.Solve)
+	now := epoch.Add(time.Minute)
+	res := c.Step(snapshot(t, now, nodes, job(), pending(2, tag)), now, c.Solve)
+	if got := actionsOf(res.Actions, 1); got != "" {
+		t.Errorf("a job that cannot be requeued got %q", got)
+	}
+	jv := res.View.Jobs[0]
+	if jv.Preempt != "never" || !strings.Contains(jv.Reason, "--no-requeue") {
+		t.Errorf("mode %q, reason %q", jv.Preempt, jv.Reason)
+	}
+}
