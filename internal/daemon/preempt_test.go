@@ -464,3 +464,45 @@ func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
 		}
 	}
 }
+
+// A crash after a grace period's requeue was journaled but before it was
+// sent: after the restart, reconciliation resends it, and the round plans
+// on what that changed (the job is pending now) instead of on the view
+// from before, which would requeue it a second time.
+func TestRoundAfterResendsPlansOnAFreshView(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, dir, "a1:v100:1")
+	first, _ := h.preemptFirst()
+	h.clock.now = h.clock.now.Add(6 * time.Second)
+	// The intents of the requeue, journaled, never sent.
+	requeue := Action{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: first}, Why: "grace period over"}
+	begin := Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: first}, Why: "grace period over"}
+	if _, err := h.store.Intents(h.d.Core.Round(), []store.IntentSpec{
+		{JobID: first.String(), Kind: string(requeue.Kind), Payload: requeue},
+		{JobID: first.String(), Kind: string(begin.Kind), Payload: begin},
+	}, h.clock.now); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	requeues := 0
+	for _, a := range h.slurm.Applied() {
+		if a.Job == first && a.Kind == bridge.ActRequeueHold {
+			requeues++
+		}
+	}
+	entries, err := h.store.Recent(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journaled := 0
+	for _, e := range entries {
+		if e.JobID == first.String() && e.Kind == string(bridge.ActRequeueHold) {
+			journaled++
+		}
+	}
+	if j := h.job(first); requeues != 1 || journaled != 1 || j.Restarts != 1 {
+		t.Errorf("requeues sent %d, journaled %d, Slurm restarts %d: want one of each", requeues, journaled, j.Restarts)
+	}
+}
