@@ -109,7 +109,7 @@ collector_token_file = "/etc/gavel-slurm/reports.token"
 						MinRunTime: 15 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
 						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token"},
-					Rules:  siterules.Default(),
+					Rules: siterules.Default(),
 				}
 				if !reflect.DeepEqual(*c, want) {
 					t.Errorf("got  %+v\nwant %+v", *c, want)
