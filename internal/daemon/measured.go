@@ -24,7 +24,13 @@ type Measured struct {
 
 // NewMeasured returns a measured estimator over the reference table.
 func NewMeasured(table *throughputs.Table) (*Measured, error) {
-	e, err := estimate.New(table, estimate.Options{})
+	return NewMeasuredWith(table, estimate.Options{})
+}
+
+// NewMeasuredWith is NewMeasured with the estimator's options (zero
+// fields take its defaults).
+func NewMeasuredWith(table *throughputs.Table, opts estimate.Options) (*Measured, error) {
+	e, err := estimate.New(table, opts)
 	if err != nil {
 		return nil, err
 	}
