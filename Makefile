@@ -69,10 +69,14 @@ demo: build
 lua-test: deps
 	GAVEL_REQUIRE_LUA=1 $(GO) test -count=1 ./contrib/slurm/
 
-# .deb and .rpm in bin/package (scripts/package.sh, packaging/).
-.PHONY: package
+# .deb and .rpm in bin/package (scripts/package.sh, packaging/); the
+# check in a fresh Debian root is scripts/package-test.sh.
+.PHONY: package package-test
 package: deps
 	@VERSION=$(VERSION) bash scripts/package.sh
+
+package-test: package
+	@VERSION=$(VERSION) bash scripts/package-test.sh
 
 slurm-up:
 	@bash scripts/slurm-up.sh
