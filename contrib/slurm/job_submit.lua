@@ -11,7 +11,8 @@
 --   * a job with a valid tag is made requeueable (the daemon preempts by
 --     requeueing, which Slurm refuses for --no-requeue jobs) and its tag,
 --     in canonical form, is copied to the AdminComment, which users
---     cannot change, so admins see what the daemon reads;
+--     cannot change, so admins see what the daemon reads (as submitted:
+--     see slurm_job_modify);
 --   * optionally (off by default), a typed GPU request is made untyped
 --     plus a constraint, so that the daemon may move the job to another
 --     GPU type.
@@ -1085,14 +1086,15 @@ local function untype_gpus(job_desc)
 end
 
 -- check runs the rules for a job that asks for partition with comment; old
--- is the job's current admin comment. It returns a Slurm return code.
-local function check(job_desc, comment, partition, part_list, old, submit)
+-- is the job's current admin comment, and set_admin tells whether it may
+-- be changed. It returns a Slurm return code.
+local function check(job_desc, comment, partition, part_list, old, set_admin, submit)
 	if not managed(partition, part_list) then
 		return slurm.SUCCESS
 	end
 	local tag, err, no_tag = parse_tag(comment or "")
 	if no_tag then
-		if settings.admin_comment and old and find_tag(old) then
+		if settings.admin_comment and set_admin and old and find_tag(old) then
 			job_desc.admin_comment = with_tag(old, nil)
 		end
 		return slurm.SUCCESS
@@ -1103,7 +1105,7 @@ local function check(job_desc, comment, partition, part_list, old, submit)
 	if settings.requeue then
 		job_desc.requeue = 1
 	end
-	if settings.admin_comment then
+	if settings.admin_comment and set_admin then
 		local new = with_tag(old, format_tag(tag))
 		if new ~= old then
 			job_desc.admin_comment = new
@@ -1116,18 +1118,21 @@ local function check(job_desc, comment, partition, part_list, old, submit)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
-	return check(job_desc, job_desc.comment, job_desc.partition, part_list, job_desc.admin_comment, true)
+	return check(job_desc, job_desc.comment, job_desc.partition, part_list, job_desc.admin_comment, true, true)
 end
 
 -- A modification is checked only when it changes the comment or the
 -- partition: the daemon's own updates (priority, constraint, hold) pass
--- untouched.
+-- untouched. Slurm refuses a change of the AdminComment in an update sent
+-- by anyone but an administrator, even one made by this script, so the
+-- copy of the tag follows a user's new comment only when root makes the
+-- change; otherwise it keeps the tag the job was submitted with.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
 	if job_desc.comment == nil and job_desc.partition == nil then
 		return slurm.SUCCESS
 	end
 	return check(job_desc, job_desc.comment or job_rec.comment, job_desc.partition or job_rec.partition,
-		part_list, job_rec.admin_comment, false)
+		part_list, job_rec.admin_comment, modify_uid == 0, false)
 end
 
 -- For contrib/slurm's tests, which run this file outside slurmctld.

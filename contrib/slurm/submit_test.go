@@ -19,6 +19,7 @@ type jobCase struct {
 	parts    map[string]fields
 	desc     fields
 	rec      fields
+	root     bool // asked by root (uid 0), else by uid 1000
 	// What the script must answer.
 	rc     int
 	msg    string
@@ -94,15 +95,22 @@ func TestJobSubmit(t *testing.T) {
 			rec: fields{"partition": "gpu", "comment": "gavel: steps=x"}},
 		{name: "modify: a malformed new comment is refused", desc: fields{"comment": "gavel: steps=x"},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=y"}, rc: -1, msg: bad},
-		{name: "modify: a valid new comment replaces the copied tag", desc: fields{"comment": "gavel: model=y"},
+		// Slurm refuses an AdminComment change in a user's update: only
+		// root's updates refresh the copy.
+		{name: "modify by a user: a valid new comment leaves the copied tag", desc: fields{"comment": "gavel: model=y"},
+			rec:    fields{"partition": "gpu", "comment": "gavel: model=x", "admin_comment": "audit; gavel: model=x"},
+			writes: []string{"requeue=1"}},
+		{name: "modify by root: a valid new comment replaces the copied tag", root: true, desc: fields{"comment": "gavel: model=y"},
 			rec:    fields{"partition": "gpu", "comment": "gavel: model=x", "admin_comment": "audit; gavel: model=x"},
 			writes: []string{"requeue=1", "admin_comment=audit; gavel: model=y"}},
-		{name: "modify: same tag, admin comment not rewritten", desc: fields{"comment": "gavel: model=x; new notes"},
+		{name: "modify by root: same tag, admin comment not rewritten", root: true, desc: fields{"comment": "gavel: model=x; new notes"},
 			rec:    fields{"partition": "gpu", "comment": "gavel: model=x", "admin_comment": "gavel: model=x"},
 			writes: []string{"requeue=1"}},
-		{name: "modify: tag removed, copy removed", desc: fields{"comment": "plain"},
+		{name: "modify by root: tag removed, copy removed", root: true, desc: fields{"comment": "plain"},
 			rec:    fields{"partition": "gpu", "comment": "gavel: model=x", "admin_comment": "gavel: model=x"},
 			writes: []string{"admin_comment="}},
+		{name: "modify by a user: tag removed, copy kept", desc: fields{"comment": "plain"},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "admin_comment": "gavel: model=x"}},
 		{name: "modify: moving a malformed tag into a scheduled partition is refused", desc: fields{"partition": "gpu"},
 			rec: fields{"partition": "cpu", "comment": "gavel: steps=x"}, rc: -1, msg: bad},
 		{name: "modify: moving out of scheduled partitions is fine", desc: fields{"partition": "cpu"},
@@ -150,6 +158,11 @@ func (c jobCase) chunk() string {
 	}
 	b.WriteString("}, ")
 	fmt.Fprintf(&b, "job_desc = %s, ", luaValue(c.desc))
+	uid := 1000
+	if c.root {
+		uid = 0
+	}
+	fmt.Fprintf(&b, "uid = %d, ", uid)
 	if c.rec != nil {
 		fmt.Fprintf(&b, "job_rec = %s, ", luaValue(c.rec))
 	}

@@ -12,7 +12,8 @@
 --             lowercases, to L
 --   nonprint  no input; output: "LO HI" for each range of code points the
 --             script escapes in messages
---   jobs      input: a Lua chunk returning a case (settings, job, partitions);
+--   jobs      input: a Lua chunk returning a case (settings, job, partitions,
+--             the uid of the user asking);
 --             output: the return code, the messages to the user and the
 --             fields the script set
 
@@ -118,11 +119,11 @@ elseif mode == "jobs" then
 		for name, fields in pairs(case.part_list or {}) do
 			parts[name] = job_table(fields)
 		end
-		local got
+		local got, uid = nil, case.uid or 1000
 		if case.job_rec then
-			got = slurm_job_modify(job_table(case.job_desc, writes), job_table(case.job_rec), parts, 1000)
+			got = slurm_job_modify(job_table(case.job_desc, writes), job_table(case.job_rec), parts, uid)
 		else
-			got = slurm_job_submit(job_table(case.job_desc, writes), parts, 1000)
+			got = slurm_job_submit(job_table(case.job_desc, writes), parts, uid)
 		end
 		io.write(tostring(got), "\t", hex(table.concat(user_msgs, "\n")), "\t", hex(table.concat(writes, "\n")), "\n")
 	end
