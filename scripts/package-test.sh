@@ -4,7 +4,11 @@
 # a removal, the system user, `systemd-analyze verify` and an offline
 # `systemd-analyze security` of both units, and the binary running there
 # (`version`, and the collector on fake GPUs). Also compares the .rpm's
-# file list with the .deb's when rpm is installed.
+# file list with the .deb's when rpm is installed. Where systemd-nspawn is
+# installed (apt-get install systemd-container), it then boots a second
+# fresh root with systemd and runs both units for real: the daemon in dry
+# run against a slurmrestd that is not there, the collector on fake GPUs
+# reporting to it, all inside the container's own network namespace.
 #
 #   make package-test              builds the packages, then runs this
 #   bash scripts/package-test.sh   checks the packages already in bin/package
@@ -17,6 +21,7 @@
 #   SKIP_PACKAGE_TEST=1    skip, saying so
 #   PACKAGE_TEST_SUITE     Debian release of the root (default trixie)
 #   PACKAGE_TEST_MIRROR    Debian mirror (default http://deb.debian.org/debian)
+#   PACKAGE_TEST_BOOT=0    leave out the boot of the units
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 
@@ -299,21 +304,166 @@ rpm_matches_deb() {
 	diff <(echo "$debfiles") <(echo "$rpmfiles") && rpm -qpc "$rpmfile" | grep -qx /etc/gavel-slurm/gavel-slurm.toml
 }
 
+# install_deb installs the package in the fresh root, its dependencies from
+# the root's cache, or from the network when the cache falls short.
+install_deb() {
+	cp "$deb" "$run/tmp/gavel-slurm.deb"
+	in_root sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --no-download /tmp/gavel-slurm.deb' \
+		>>"$state/install.log" 2>&1 && return
+	in_root sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq --no-install-recommends /tmp/gavel-slurm.deb' \
+		>>"$state/install.log" 2>&1 && return
+	tail -n 20 "$state/install.log" >&2
+	return 1
+}
+
+# ---------------------------------------------------------------- boot
+# The units under a real systemd, in a container (systemd-nspawn) booted on
+# a fresh root with the package installed and configured for a dry run.
+
+container_pid=
+container_leader=
+
+stop_container() {
+	[ -n "$container_pid" ] || return 0
+	if [ -n "$container_leader" ]; then
+		nsenter -t "$container_leader" -a systemctl poweroff >/dev/null 2>&1 || true
+	fi
+	for _ in $(seq 100); do
+		kill -0 "$container_pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill "$container_pid" 2>/dev/null || true
+	container_pid=''
+	container_leader=''
+}
+
+cleanup() {
+	stop_container
+	umount_run
+}
+
+in_container() { nsenter -t "$container_leader" -a "$@"; }
+
+# http_get PORT PATH, inside the container, with bash alone.
+http_get() {
+	in_container bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET %s HTTP/1.0\r\n\r\n" "$2" >&3 && cat <&3' sh "$1" "$2"
+}
+
+configure_for_boot() {
+	local c="$run/etc/gavel-slurm"
+	# Dry run, a slurmrestd that does not exist, collector reports on.
+	sed -i -e 's/^dry_run = false/dry_run = true/' -e 's|^rest_url = .*|rest_url = "http://127.0.0.1:9"|' \
+		-e 's|^# collector_listen = .*|collector_listen = "127.0.0.1:8391"|' "$c/gavel-slurm.toml"
+	grep -q '^collector_listen = "127.0.0.1:8391"' "$c/gavel-slurm.toml" || {
+		echo "cannot turn collector_listen on in gavel-slurm.toml"
+		return 1
+	}
+	# Made-up secrets; on one host the collector (root) and the daemon
+	# (gavel-slurm) read the same token file.
+	printf 'not-a-real-token' >"$c/slurm.jwt"
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$c/collector.token"
+	in_root chown gavel-slurm:gavel-slurm /etc/gavel-slurm/slurm.jwt /etc/gavel-slurm/collector.token
+	chmod 600 "$c/slurm.jwt" "$c/collector.token"
+	sed -i -e 's|^GAVEL_DAEMON_URL=.*|GAVEL_DAEMON_URL=http://127.0.0.1:8391|' \
+		-e 's|^GAVEL_COLLECTOR_ARGS=.*|GAVEL_COLLECTOR_ARGS=--fake-gpus v100:2 --interval 1s|' "$c/collector.env"
+	local u
+	for u in gavel-slurm gavel-slurm-collector; do
+		ln -sf "/usr/lib/systemd/system/$u.service" "$run/etc/systemd/system/multi-user.target.wants/$u.service"
+	done
+}
+
+boot_container() {
+	umount "$run/proc"
+	# A host with the hybrid cgroup layout needs the unified hierarchy for
+	# the container's systemd (recent releases dropped cgroup v1).
+	SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1 setsid systemd-nspawn -q -D "$run" --boot --private-network \
+		--register=no --keep-unit --machine=gavel-package-test \
+		</dev/null >"$state/console.log" 2>&1 9>&- &
+	container_pid=$!
+	local state_now
+	for _ in $(seq 300); do
+		container_leader=$(pgrep -P "$container_pid" | head -n 1) || true
+		if [ -n "$container_leader" ]; then
+			state_now=$(in_container systemctl is-system-running 2>/dev/null) || true
+			case "$state_now" in running | degraded) return 0 ;; esac
+		fi
+		kill -0 "$container_pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	tail -n 20 "$state/console.log"
+	echo "the container did not boot (state: ${state_now:-none})"
+	return 1
+}
+
+daemon_unit_runs() {
+	in_container systemctl is-active gavel-slurm.service &&
+		in_container ps -o user=,cmd= -C gavel-slurm | grep -E '^gavel-s.* daemon ' &&
+		http_get 8390 /healthz | tail -n 1 | grep -x ok &&
+		in_container stat -c '%U %a %n' /var/lib/gavel-slurm /var/lib/gavel-slurm/state.db |
+		tee /dev/stderr | head -n 1 | grep -qx 'gavel-slurm 750 /var/lib/gavel-slurm'
+}
+
+daemon_unit_reloads() {
+	in_container systemctl reload gavel-slurm.service
+	for _ in $(seq 50); do
+		in_container journalctl -u gavel-slurm.service -o cat --no-pager | grep -q '"configuration reloaded"' && return 0
+		sleep 0.2
+	done
+	in_container journalctl -u gavel-slurm.service -o cat --no-pager | tail -n 5
+	return 1
+}
+
+collector_unit_reports() {
+	local pid caps
+	in_container systemctl is-active gavel-slurm-collector.service
+	pid=$(in_container systemctl show -p MainPID --value gavel-slurm-collector.service)
+	caps=$(in_container sed -n 's/^CapEff:\s*//p' "/proc/$pid/status")
+	echo "collector capabilities: $caps"
+	# CAP_DAC_READ_SEARCH (bit 2) only.
+	[ "$caps" = 0000000000000004 ] || return 1
+	for _ in $(seq 50); do
+		http_get 8390 /metrics | grep -E '^gavel_slurm_collector_reports_total\{result="accepted"\} [1-9]' && return 0
+		sleep 0.2
+	done
+	http_get 8390 /metrics | grep collector_reports
+	in_container journalctl -u gavel-slurm-collector.service -o cat --no-pager | tail -n 5
+	return 1
+}
+
+boot_checks() {
+	if [ "${PACKAGE_TEST_BOOT:-}" = 0 ]; then
+		say "units not booted: PACKAGE_TEST_BOOT=0"
+		return
+	fi
+	if ! command -v systemd-nspawn >/dev/null; then
+		say "units not booted: no systemd-nspawn here (apt-get install systemd-container)"
+		return
+	fi
+	say "booting a fresh root with systemd to run both units"
+	fresh_root
+	install_deb || {
+		bad "install for the boot (log in $state/install.log)"
+		return
+	}
+	local before=$failures
+	check "configured for a dry run with collector reports" configure_for_boot
+	check "container boots with systemd" boot_container
+	[ "$failures" -eq "$before" ] || {
+		stop_container
+		return
+	}
+	check "daemon unit runs as gavel-slurm, answers /healthz, keeps its state" daemon_unit_runs
+	check "systemctl reload rereads the configuration" daemon_unit_reloads
+	check "collector unit runs with one capability and its reports are accepted" collector_unit_reports
+	stop_container
+}
+
 # ---------------------------------------------------------------- main
-trap umount_run EXIT
+trap cleanup EXIT
 build_base
 fresh_root
-cp "$deb" "$run/tmp/gavel-slurm.deb"
 say "installing $(basename "$deb") into a fresh $suite root"
-if ! in_root sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --no-download /tmp/gavel-slurm.deb' \
-	>"$state/install.log" 2>&1; then
-	# The cached dependencies may be stale: try again with the network.
-	in_root sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update -qq && apt-get install -y -qq --no-install-recommends /tmp/gavel-slurm.deb' \
-		>>"$state/install.log" 2>&1 || {
-		tail -n 20 "$state/install.log" >&2
-		die "installing the .deb failed; log in $state/install.log"
-	}
-fi
+install_deb || die "installing the .deb failed; log in $state/install.log"
 
 check "package installed" in_root dpkg-query -W -f='${Status} ${Version}\n' gavel-slurm
 check "files in place" files_present
@@ -336,6 +486,7 @@ if [ -n "$rpmfile" ] && command -v rpm >/dev/null; then
 else
 	say "the .rpm was not compared (no .rpm, or no rpm command)"
 fi
+boot_checks
 
 if [ "$failures" -gt 0 ]; then
 	say "$failures check(s) FAILED ($((SECONDS - started))s); logs in $state"
