@@ -266,7 +266,7 @@ func buildSnapshot(taken time.Time, version string, partitions []string, rawNode
 		if err != nil {
 			// One node Slurm describes in a way the scheduler cannot
 			// (several GPU types) is left out, not the whole cluster.
-			n = bridge.Node{Name: r.Name, Partitions: r.Partitions, Features: r.Features, State: r.States, Unreadable: err}
+			n.GPUs, n.GPUType, n.GPUsUsed, n.Unreadable = 0, "", 0, err
 		}
 		byName[n.Name] = n
 		if managed(n.Partitions...) {

@@ -111,8 +111,9 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 			if rj.StepsPerS == nil {
 				continue
 			}
-			j, ok := jobOf(snap, rj.JobID)
-			if !ok || j.State != bridge.JobRunning || j.RunningGPUType != rj.GPUType {
+			jid, err := sched.ParseJobID(rj.JobID)
+			j, ok := snap.Job(jid)
+			if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != rj.GPUType {
 				dropped++
 				continue
 			}
@@ -129,16 +130,4 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		}
 	}
 	return taken, dropped
-}
-
-func jobOf(snap *bridge.Snapshot, id string) (bridge.Job, bool) {
-	if snap == nil {
-		return bridge.Job{}, false
-	}
-	for _, j := range snap.Jobs {
-		if j.ID.String() == id {
-			return j, true
-		}
-	}
-	return bridge.Job{}, false
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
-func parseJobID(s string) (bridge.JobID, error) {
+// ParseJobID reads a Slurm job id written in decimal.
+func ParseJobID(s string) (bridge.JobID, error) {
 	var id uint32
 	if _, err := fmt.Sscanf(s, "%d", &id); err != nil || fmt.Sprint(id) != s {
 		return 0, fmt.Errorf("job id %q is not a Slurm job id", s)

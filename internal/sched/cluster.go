@@ -15,7 +15,7 @@ func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 	unmanaged := map[string]int{}
 	managed := map[string]int{}
 	for _, j := range snap.Jobs {
-		if j.State != bridge.JobRunning && j.State != bridge.JobSuspended {
+		if !isRunning(j) {
 			continue
 		}
 		per := perNode(j)
@@ -134,7 +134,7 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 	var out []rounds.Assignment
 	for _, j := range snap.Jobs {
 		js := c.jobs[j.ID.String()]
-		if js == nil || js.scale == 0 || (j.State != bridge.JobRunning && j.State != bridge.JobSuspended) {
+		if js == nil || js.scale == 0 || !isRunning(j) {
 			continue
 		}
 		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now)}

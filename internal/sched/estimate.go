@@ -79,7 +79,7 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	changed := false
 	for _, id := range c.order {
 		js := c.jobs[id]
-		jid, err := parseJobID(id)
+		jid, err := ParseJobID(id)
 		if js == nil || js.scale == 0 || err != nil {
 			continue
 		}

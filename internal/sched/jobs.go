@@ -158,7 +158,7 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 // first, so the job goes back to Slurm's normal handling with its own
 // features only.
 func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
-	jid, err := parseJobID(id)
+	jid, err := ParseJobID(id)
 	if err != nil {
 		return
 	}

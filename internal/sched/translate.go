@@ -25,7 +25,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 	for i := range plan.Decisions {
 		d := &plan.Decisions[i]
 		js := c.jobs[d.Job]
-		jid, err := parseJobID(d.Job)
+		jid, err := ParseJobID(d.Job)
 		if js == nil || err != nil {
 			continue
 		}
@@ -142,7 +142,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
 			continue
 		}
-		jid, err := parseJobID(id)
+		jid, err := ParseJobID(id)
 		if err != nil {
 			continue
 		}

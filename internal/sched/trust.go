@@ -34,7 +34,7 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 	var gone []string
 	for id := range c.jobs {
 		known++
-		jid, err := parseJobID(id)
+		jid, err := ParseJobID(id)
 		if err != nil {
 			continue
 		}
