@@ -174,15 +174,19 @@ func wfHierarchy(p *Problem, seed int64) {
 	}
 }
 
+// mmBench times one Allocate of a fresh policy value (policies remember
+// their last round, which would make every iteration after the first a
+// warm start; BenchmarkMaxMinFairnessPerfDistinctNextRound times those).
 func mmBench(b *testing.B, policy string, p *Problem) {
-	pol, err := New(policy, Options{})
-	if err != nil {
+	if _, err := New(policy, Options{}); err != nil {
 		b.Fatal(err)
 	}
 	var a *Allocation
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		pol, _ := New(policy, Options{})
+		var err error
 		if a, err = pol.Allocate(p); err != nil {
 			b.Fatal(err)
 		}
@@ -247,6 +251,94 @@ func BenchmarkFinishTimeFairnessPerf(b *testing.B) {
 				}
 			}
 			mmBench(b, "finish_time_fairness_perf", p)
+		})
+	}
+}
+
+// mmDistinctProblem is mmTableProblem with every job different, as
+// measured throughputs make them: each job takes a single-GPU job type of
+// the table, a scale factor from 1 to 8 and a weight from 1 to 2, and its
+// rate on every type is the table's times its scale factor times its own
+// factor in [0.5, 1.5). No two jobs share an LP class.
+func mmDistinctProblem(tb testing.TB, n int, seed int64) *Problem {
+	tb.Helper()
+	var single []mmJobType
+	for _, jt := range mmReferenceTable(tb) {
+		if jt.sf == 1 {
+			single = append(single, jt)
+		}
+	}
+	rng := rand.New(rand.NewSource(seed))
+	p := &Problem{GPUs: map[string]int{}}
+	for _, t := range mmBenchTypes {
+		p.GPUs[t] = max(1, n/4)
+	}
+	for i := 0; i < n; i++ {
+		jt := single[rng.Intn(len(single))]
+		sf := 1 + rng.Intn(8)
+		tput := map[string]float64{}
+		for _, gpu := range mmBenchTypes {
+			tput[gpu] = jt.alone[gpu] * float64(sf) * (0.5 + rng.Float64())
+		}
+		p.Jobs = append(p.Jobs, Job{ID: strconv.Itoa(i), Throughputs: tput, ScaleFactor: sf, Weight: 1 + rng.Float64(), Arrival: float64(i)})
+	}
+	return p
+}
+
+func BenchmarkMaxMinFairnessPerfDistinct(b *testing.B) {
+	for _, n := range []int{2048, 8192} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			mmBench(b, "max_min_fairness_perf", mmDistinctProblem(b, n, 7))
+		})
+	}
+}
+
+func BenchmarkWaterFillingHierarchicalDistinct(b *testing.B) {
+	b.Run("2048", func(b *testing.B) {
+		p := mmDistinctProblem(b, 2048, 8)
+		wfHierarchy(p, 3)
+		mmBench(b, "max_min_fairness_water_filling_perf", p)
+	})
+}
+
+func BenchmarkFinishTimeFairnessPerfDistinct(b *testing.B) {
+	b.Run("2048/history", func(b *testing.B) {
+		p := mmDistinctProblem(b, 2048, 9)
+		ftfHistory(p, 6)
+		mmBench(b, "finish_time_fairness_perf", p)
+	})
+}
+
+// BenchmarkMaxMinFairnessPerfDistinctNextRound times the rounds after the
+// first with one policy value, as a daemon or a simulation runs it: every
+// round a twentieth of the jobs is replaced by new ones.
+func BenchmarkMaxMinFairnessPerfDistinctNextRound(b *testing.B) {
+	for _, n := range []int{2048, 8192} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			pool := mmDistinctProblem(b, 2*n, 10)
+			rounds := make([]*Problem, 20)
+			for r := range rounds {
+				p := &Problem{GPUs: pool.GPUs}
+				start := r * n / 20
+				p.Jobs = pool.Jobs[start : start+n]
+				rounds[r] = p
+			}
+			pol, err := New("max_min_fairness_perf", Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := pol.Allocate(rounds[0]); err != nil {
+				b.Fatal(err)
+			}
+			var a *Allocation
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if a, err = pol.Allocate(rounds[1+i%(len(rounds)-1)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(a.Stats.LPs), "LPs")
 		})
 	}
 }

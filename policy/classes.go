@@ -121,6 +121,44 @@ func groupBySignature(n int, signature func(i int, key classKey) classKey) *jobC
 	return classes
 }
 
+// groupByKey is groupBySignature for signatures that fit a comparable
+// value: key returns job i's signature and whether it takes part. It saves
+// building and hashing byte strings where a policy regroups the same jobs
+// many times (water filling).
+func groupByKey[K comparable](n int, key func(i int) (K, bool)) *jobClasses {
+	classes := &jobClasses{Of: make([]int, n)}
+	index := make(map[K]int, n)
+	var sizes []int
+	for i := 0; i < n; i++ {
+		k, ok := key(i)
+		if !ok {
+			classes.Of[i] = -1
+			continue
+		}
+		c, seen := index[k]
+		if !seen {
+			c = len(sizes)
+			index[k] = c
+			sizes = append(sizes, 0)
+		}
+		classes.Of[i] = c
+		sizes[c]++
+	}
+	// One backing array for all the member lists.
+	backing := make([]int, 0, n)
+	classes.Members = make([][]int, len(sizes))
+	for c, size := range sizes {
+		classes.Members[c] = backing[len(backing) : len(backing) : len(backing)+size]
+		backing = backing[:len(backing)+size]
+	}
+	for i, c := range classes.Of {
+		if c >= 0 {
+			classes.Members[c] = append(classes.Members[c], i)
+		}
+	}
+	return classes
+}
+
 // pairLink is a candidate co-location as the class machinery sees it: two
 // job indices and, for each side, the bytes that describe that side's part
 // of the pair (its rates inside the pair, for instance). Sides are compared

@@ -48,13 +48,13 @@ func init() {
 	declareTraits(Traits{TypeAware: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_perf")
 	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_packed")
 	registerFunc("finish_time_fairness", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness", agnosticThroughput(p), false)
+		return minMaxFinishTimeFairness(p, "finish_time_fairness", agnosticThroughput(p), false, levelAuto)
 	})
 	registerFunc("finish_time_fairness_perf", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness_perf", realThroughput, false)
+		return minMaxFinishTimeFairness(p, "finish_time_fairness_perf", realThroughput, false, levelAuto)
 	})
 	registerFunc("finish_time_fairness_packed", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness_packed", realThroughput, true)
+		return minMaxFinishTimeFairness(p, "finish_time_fairness_packed", realThroughput, true, levelAuto)
 	})
 }
 
@@ -74,7 +74,7 @@ type ftfJob struct {
 	isoTime   float64 // D_j
 }
 
-func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, packed bool) (*Allocation, error) {
+func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, packed bool, solver levelSolver) (*Allocation, error) {
 	b, err := newPlacementLP(p, tput, packed)
 	if err != nil {
 		return nil, err
@@ -120,6 +120,10 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		return a, err
 	}
 
+	var decomposed *ftfLevel
+	if !packed && solver.decompose(len(active)) {
+		decomposed = newFTFLevel(p, tput, b, active)
+	}
 	lambda := b.lp.AddColumn(0, Inf, 1)
 	b.lp.Maximize()
 	reqRows := make([]int, len(active))
@@ -131,6 +135,9 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 	// solveAt solves the λ-LP at ρ; it returns λ*, the column values and
 	// the magnitudes of the requirement rows' duals.
 	solveAt := func(rho float64) (float64, []float64, []float64, error) {
+		if decomposed != nil {
+			return decomposed.solveAt(rho, &stats)
+		}
 		for n, fj := range active {
 			b.setRowCoef(reqRows[n], lambda, -fj.need(rho))
 		}
@@ -244,4 +251,63 @@ func ftfLowerBound(active []ftfJob, rho, lam float64, mu []float64) float64 {
 		}
 	}
 	return left
+}
+
+// ftfLevel solves the λ-LP without pairs by the price decomposition
+// (levelsolve.go): it is a max-min LP whose units are the active jobs,
+// with level eff_j and weight c_j(ρ). Successive probes differ only in
+// the weights, so each starts from the previous one's prices and
+// placement.
+type ftfLevel struct {
+	b      *placementLP
+	active []ftfJob
+	lp     *levelLP
+	warm   levelWarm
+	place  []levelPlace
+}
+
+func newFTFLevel(p *Problem, tput throughputFunc, b *placementLP, active []ftfJob) *ftfLevel {
+	nt := len(b.types)
+	f := &ftfLevel{b: b, active: active, lp: &levelLP{raise: true, costType: -1}}
+	f.lp.capacity = make([]float64, nt)
+	for k, t := range b.types {
+		f.lp.capacity[k] = float64(p.GPUs[t])
+	}
+	f.lp.units = make([]levelUnit, len(active))
+	for n, fj := range active {
+		j := &p.Jobs[fj.index]
+		u := &f.lp.units[n]
+		u.rate = make([]float64, nt)
+		u.load = float64(jobScale(j))
+		for k, c := range b.units[fj.index].cols {
+			if c >= 0 { // the columns where the job can run
+				u.rate[k] = tput(j, b.types[k])
+			}
+		}
+	}
+	return f
+}
+
+// solveAt is solveAt of minMaxFinishTimeFairness for the decomposition.
+func (f *ftfLevel) solveAt(rho float64, stats *Stats) (float64, []float64, []float64, error) {
+	for n := range f.active {
+		f.lp.units[n].weight = f.active[n].need(rho)
+	}
+	res, err := solveLevel(f.lp, &f.warm, f.place)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("at ρ = %g: %w", rho, err)
+	}
+	f.place = res.place
+	stats.LPs += res.lps
+	stats.Columns = max(stats.Columns, res.columns)
+	stats.Rows = max(stats.Rows, res.rows)
+	x := make([]float64, f.b.lp.NumColumns())
+	for n, fj := range f.active {
+		for k, c := range f.b.units[fj.index].cols {
+			if c >= 0 {
+				x[c] = res.x[n][k]
+			}
+		}
+	}
+	return res.tau, x, res.dual, nil
 }

@@ -523,101 +523,186 @@ var problemShape = func() *keyShape {
 
 // jsonFrame is one open object or array of the walk in checkDuplicateKeys.
 type jsonFrame struct {
-	path    string
 	shape   *keyShape // nil where the format has no known shape
 	object  bool
-	keys    map[string]bool
 	wantKey bool
 	key     string // the key whose value comes next, in an object
 	index   int    // the next element's index, in an array
+	// keys seen so far in an object: a list while it is short, a set
+	// once it is long (problems have thousands of small objects).
+	keys   []string
+	keySet map[string]bool
+	// entry is where the frame sits in its parent: the parent's key or
+	// index when the frame was opened.
+	entryKey   string
+	entryIndex int
+}
+
+// seen tells whether the object already had the key, and records it.
+func (f *jsonFrame) seen(name string) bool {
+	if f.keySet != nil {
+		if f.keySet[name] {
+			return true
+		}
+		f.keySet[name] = true
+		return false
+	}
+	for _, k := range f.keys {
+		if k == name {
+			return true
+		}
+	}
+	f.keys = append(f.keys, name)
+	if len(f.keys) > 16 {
+		f.keySet = make(map[string]bool, 2*len(f.keys))
+		for _, k := range f.keys {
+			f.keySet[k] = true
+		}
+	}
+	return false
+}
+
+// jsonPath is the path of the innermost frame of stack, as the decoding
+// errors write it ("jobs[3].throughputs"; "" for the problem itself).
+func jsonPath(stack []jsonFrame) string {
+	path := ""
+	for d := 1; d < len(stack); d++ {
+		if stack[d-1].object {
+			if path != "" {
+				path += "."
+			}
+			path += stack[d].entryKey
+		} else {
+			path = fmt.Sprintf("%s[%d]", path, stack[d].entryIndex)
+		}
+	}
+	return path
 }
 
 // checkDuplicateKeys walks the JSON text and refuses an object that gives
 // a key twice (for struct fields, twice in any mix of case): encoding/json
 // would silently keep the last value, so a problem edited by hand could
 // say one thing and mean another. Syntax errors are left to the decoder,
-// which describes them better.
+// which describes them better. The walk is a plain byte scan, not
+// json.Decoder's tokens: problems of thousands of jobs pass through here on
+// every allocate, and tokens cost more than the decoding itself.
 func checkDuplicateKeys(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var stack []*jsonFrame
-	// child returns the path and shape of the value that comes next in
-	// the innermost open container (the problem itself at the top).
-	child := func() (string, *keyShape) {
-		if len(stack) == 0 {
-			return "", problemShape
+	var stack []jsonFrame
+	i, n := 0, len(data)
+	skipSpace := func() {
+		for i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+			i++
 		}
-		f := stack[len(stack)-1]
-		var shape *keyShape
-		if f.object {
-			path := f.key
-			if f.path != "" {
-				path = f.path + "." + f.key
+	}
+	// readString reads the string that starts at data[i] and returns its
+	// value and the offset of its closing quote.
+	readString := func() (string, int, bool) {
+		escaped := false
+		for j := i + 1; j < n; j++ {
+			switch data[j] {
+			case '\\':
+				escaped = true
+				j++
+			case '"':
+				if !escaped {
+					return string(data[i+1 : j]), j, true
+				}
+				var v string
+				if json.Unmarshal(data[i:j+1], &v) != nil {
+					return "", 0, false
+				}
+				return v, j, true
 			}
-			switch {
-			case f.shape == nil:
-			case f.shape.fields != nil:
-				shape = f.shape.fields[strings.ToLower(f.key)]
-			default:
-				shape = f.shape.elem
-			}
-			return path, shape
 		}
-		if f.shape != nil {
-			shape = f.shape.elem
-		}
-		return fmt.Sprintf("%s[%d]", f.path, f.index), shape
+		return "", 0, false
 	}
 	// valueDone records that a value of the innermost container ended.
 	valueDone := func() {
 		if len(stack) == 0 {
 			return
 		}
-		if f := stack[len(stack)-1]; f.object {
+		if f := &stack[len(stack)-1]; f.object {
 			f.wantKey = true
 		} else {
 			f.index++
 		}
 	}
 	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // io.EOF, or a syntax error the decoder will report
+		skipSpace()
+		if i >= n {
+			return nil
 		}
-		if len(stack) > 0 {
-			if f := stack[len(stack)-1]; f.object && f.wantKey {
-				if key, ok := tok.(string); ok {
-					name := key
-					if f.shape != nil && f.shape.fields != nil {
-						name = strings.ToLower(key)
-					}
-					if f.keys[name] {
-						line, col := textPosition(data, dec.InputOffset()-1)
-						where := f.path
-						if where == "" {
-							where = "the problem"
-						}
-						return fmt.Errorf("line %d, column %d: %s: duplicate key %q", line, col, where, key)
-					}
-					f.keys[name] = true
-					f.key, f.wantKey = key, false
-					continue
+		if d := len(stack); d > 0 && stack[d-1].object && stack[d-1].wantKey && data[i] != '}' && data[i] != ',' {
+			f := &stack[d-1]
+			if data[i] != '"' {
+				return nil // a syntax error the decoder will report
+			}
+			key, end, ok := readString()
+			if !ok {
+				return nil
+			}
+			name := key
+			if f.shape != nil && f.shape.fields != nil {
+				name = strings.ToLower(key)
+			}
+			if f.seen(name) {
+				line, col := textPosition(data, int64(end))
+				where := jsonPath(stack)
+				if where == "" {
+					where = "the problem"
+				}
+				return fmt.Errorf("line %d, column %d: %s: duplicate key %q", line, col, where, key)
+			}
+			f.key, f.wantKey = key, false
+			i = end + 1
+			skipSpace()
+			if i >= n || data[i] != ':' {
+				return nil
+			}
+			i++
+			continue
+		}
+		switch c := data[i]; c {
+		case '{', '[':
+			next := jsonFrame{object: c == '{', wantKey: c == '{'}
+			if d := len(stack); d == 0 {
+				next.shape = problemShape
+			} else {
+				parent := &stack[d-1]
+				next.entryKey, next.entryIndex = parent.key, parent.index
+				switch {
+				case parent.shape == nil:
+				case parent.object && parent.shape.fields != nil:
+					next.shape = parent.shape.fields[strings.ToLower(parent.key)]
+				default:
+					next.shape = parent.shape.elem
 				}
 			}
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			path, shape := child()
-			object := tok == json.Delim('{')
-			f := &jsonFrame{path: path, shape: shape, object: object, wantKey: object}
-			if object {
-				f.keys = map[string]bool{}
+			if len(stack) < cap(stack) {
+				next.keys = stack[:len(stack)+1][len(stack)].keys[:0] // reuse the list of a closed frame
 			}
-			stack = append(stack, f)
-		case json.Delim('}'), json.Delim(']'):
+			stack = append(stack, next)
+			i++
+		case '}', ']':
+			if len(stack) == 0 {
+				return nil
+			}
 			stack = stack[:len(stack)-1]
 			valueDone()
+			i++
+		case ',', ':':
+			i++
+		case '"':
+			_, end, ok := readString()
+			if !ok {
+				return nil
+			}
+			i = end + 1
+			valueDone()
 		default:
+			for i < n && !strings.ContainsRune(",]} \t\n\r", rune(data[i])) {
+				i++
+			}
 			valueDone()
 		}
 	}

@@ -38,7 +38,10 @@ type LPResult struct {
 	X         []float64 // column values
 	Objective float64
 	RowDuals  []float64 // dual value of each row (CLP's sign convention)
-	RowValues []float64 // activity of each row
+	// ColumnDuals are the reduced costs of the columns (CLP's sign
+	// convention): nonzero only for columns at a bound.
+	ColumnDuals []float64
+	RowValues   []float64 // activity of each row
 }
 
 // NewLP returns an LP with n columns.
@@ -103,6 +106,13 @@ func (lp *LP) AddRow(cols []int, coefs []float64, lo, hi float64) int {
 func (lp *LP) Solve() (*LPResult, error) {
 	nr, nc := len(lp.rowLo), len(lp.obj)
 	if nc == 0 {
+		// Every row's activity is 0: feasible exactly when 0 is within
+		// every row's bounds.
+		for r := range lp.rowLo {
+			if lp.rowLo[r] > 0 || lp.rowHi[r] < 0 {
+				return nil, fmt.Errorf("lp with %d rows and no columns: row %d needs [%g, %g]: %w", nr, r, lp.rowLo[r], lp.rowHi[r], ErrInfeasible)
+			}
+		}
 		return &LPResult{RowDuals: make([]float64, nr), RowValues: make([]float64, nr)}, nil
 	}
 	// CLP's packed matrix is column-major: transpose the row lists.
@@ -158,9 +168,10 @@ func (lp *LP) Solve() (*LPResult, error) {
 		return nil, fmt.Errorf("lp with %d rows and %d columns: solver stopped with status %d", nr, nc, status)
 	}
 	return &LPResult{
-		X:         s.PrimalColumnSolution(),
-		Objective: s.ObjectiveValue(),
-		RowDuals:  s.DualRowSolution(),
-		RowValues: s.PrimalRowSolution(),
+		X:           s.PrimalColumnSolution(),
+		Objective:   s.ObjectiveValue(),
+		RowDuals:    s.DualRowSolution(),
+		ColumnDuals: s.DualColumnSolution(),
+		RowValues:   s.PrimalRowSolution(),
 	}, nil
 }

@@ -3,7 +3,9 @@ package policy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // Max-min fairness policies (Gavel §4.1 and §3.1).
@@ -36,6 +38,8 @@ type maxMinPolicy struct {
 	name     string
 	agnostic bool
 	packed   bool
+	solver   levelSolver
+	memory   levelMemory
 }
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
@@ -49,6 +53,8 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
+	m.solver = pol.solver
+	pol.memory.restore(p, m)
 	var stats Stats
 	weight := make([]float64, len(m.jobs))
 	for j := range m.jobs {
@@ -62,7 +68,54 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 			return nil, fmt.Errorf("%s: %w", pol.name, err)
 		}
 	}
+	pol.memory.save(p, m)
 	return m.allocation(p, pol.name, sol, stats)
+}
+
+// levelMemory carries a policy's last decomposed solve into its next
+// Allocate. Successive rounds of a daemon or a simulation change the job
+// set little, so the last prices and every job's placement (by job id) are
+// a start that usually needs a single master. It only ever changes how
+// fast the exact optimum is found, not which optimum value.
+type levelMemory struct {
+	mu    sync.Mutex
+	types []string
+	warm  levelWarm
+	place map[string]levelPlace
+}
+
+// restore gives m the remembered start when the GPU types are the same.
+func (mem *levelMemory) restore(p *Problem, m *mmModel) {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.place == nil || !slices.Equal(mem.types, m.types) {
+		return
+	}
+	m.warm = map[int]*levelWarm{-1: {prices: slices.Clone(mem.warm.prices), tau: mem.warm.tau}}
+	m.jobPlace = make([]levelPlace, len(m.jobs))
+	for j := range p.Jobs {
+		pl, ok := mem.place[p.Jobs[j].ID]
+		if !ok {
+			pl = placeLeftOut // no start: placed by the prices
+		}
+		m.jobPlace[j] = pl
+	}
+}
+
+// save remembers m's last decomposed solve (nothing when m solved none).
+func (mem *levelMemory) save(p *Problem, m *mmModel) {
+	warm := m.warm[-1]
+	if m.jobPlace == nil || warm == nil || warm.prices == nil {
+		return
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	mem.types = m.types
+	mem.warm = levelWarm{prices: slices.Clone(warm.prices), tau: warm.tau}
+	mem.place = make(map[string]levelPlace, len(p.Jobs))
+	for j := range p.Jobs {
+		mem.place[p.Jobs[j].ID] = m.jobPlace[j]
+	}
 }
 
 // emptySolution gives no job any time: the answer when no job can run (or
@@ -81,6 +134,18 @@ type mmModel struct {
 	pairs []mmPair
 	// links is pairs as the class machinery sees them.
 	links []pairLink
+	// solver picks the full LP or the price decomposition (levelsolve.go)
+	// for the LPs without pairs.
+	solver levelSolver
+	// warm holds the last prices of each LP shape (key: the minimized
+	// type, -1 for the LPs that raise τ) for the next solve of that shape.
+	warm map[int]*levelWarm
+	// physical groups the jobs by everything but weights and levels, once
+	// for all the LPs of a policy run.
+	physical *jobClasses
+	// jobPlace is every job's placement in the last decomposed solve, the
+	// start of the next one (nil before the first).
+	jobPlace []levelPlace
 }
 
 // mmJob is one job of the problem in normalized units.
@@ -209,13 +274,25 @@ type mmSolution struct {
 // weight 0 and floor 0, whose columns could only consume capacity.
 func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats) (*mmSolution, error) {
 	packed := len(m.pairs) > 0
-	classes := groupBySignature(len(m.jobs), func(j int, k classKey) classKey {
+	if m.physical == nil {
+		m.physical = groupBySignature(len(m.jobs), func(j int, k classKey) classKey {
+			return k.bytes(m.jobs[j].physical)
+		})
+	}
+	type signature struct {
+		physical      int
+		weight, floor float64
+	}
+	classes := groupByKey(len(m.jobs), func(j int) (signature, bool) {
 		job := &m.jobs[j]
 		if !job.runnable || (!packed && weight[j] == 0 && floor[j] == 0) {
-			return nil
+			return signature{}, false
 		}
-		return k.bytes(job.physical).float(weight[j]).float(floor[j])
+		return signature{m.physical.Of[j], weight[j], floor[j]}, true
 	})
+	if !packed && m.solver.decompose(classes.Count()) {
+		return m.solveDecomposed(classes, weight, floor, minimizeType, stats)
+	}
 	sol := &mmSolution{classes: classes}
 	if packed {
 		classes, sol.pairs = refineByPairs(classes, m.links)
@@ -505,4 +582,65 @@ func (m *mmModel) soloMaxLevel(j int, pairsOf [][]int) float64 {
 		budget -= take
 	}
 	return level
+}
+
+// solveDecomposed is solve without pairs through the price decomposition
+// (levelsolve.go): the same LP over the same classes, solved exactly.
+func (m *mmModel) solveDecomposed(classes *jobClasses, weight, floor []float64, minimizeType int, stats *Stats) (*mmSolution, error) {
+	lp := &levelLP{capacity: m.capacity, raise: minimizeType < 0, costType: minimizeType}
+	lp.units = make([]levelUnit, classes.Count())
+	for c, members := range classes.Members {
+		j := members[0]
+		job := &m.jobs[j]
+		lp.units[c] = levelUnit{rate: job.rate, load: float64(len(members)) * job.sf, weight: weight[j], floor: floor[j]}
+		if !lp.raise {
+			lp.units[c].weight = 0
+		}
+	}
+	if m.warm == nil {
+		m.warm = make(map[int]*levelWarm)
+	}
+	warm := m.warm[minimizeType]
+	if warm == nil {
+		warm = &levelWarm{}
+		m.warm[minimizeType] = warm
+	}
+	var start []levelPlace
+	if m.jobPlace != nil {
+		start = make([]levelPlace, classes.Count())
+		for c, members := range classes.Members {
+			start[c] = m.jobPlace[members[0]]
+		}
+	}
+	res, err := solveLevel(lp, warm, start)
+	if err != nil {
+		// The decomposition found no feasible master even with every
+		// class explicit. Floors that earlier solutions kept only within
+		// the solver's tolerance can do that to one ordering of the LP and
+		// not another, so the reference LP has the last word.
+		saved := m.solver
+		m.solver = levelFull
+		defer func() { m.solver = saved }()
+		return m.solve(weight, floor, minimizeType, stats)
+	}
+	if m.jobPlace == nil {
+		m.jobPlace = make([]levelPlace, len(m.jobs))
+	}
+	for j, c := range classes.Of {
+		if c >= 0 {
+			m.jobPlace[j] = res.place[c]
+		}
+	}
+	stats.LPs += res.lps
+	stats.Classes = max(stats.Classes, classes.Count())
+	stats.Columns = max(stats.Columns, res.columns)
+	stats.Rows = max(stats.Rows, res.rows)
+	sol := &mmSolution{classes: classes, x: res.x, tau: res.tau, objective: res.objective, dual: res.dual}
+	sol.bottlenecked = make([]bool, classes.Count())
+	if lp.raise {
+		for c := range sol.bottlenecked {
+			sol.bottlenecked[c] = lp.units[c].weight > 0 && sol.dual[c] > 1e-9
+		}
+	}
+	return sol, nil
 }

@@ -60,6 +60,8 @@ type waterFillingPolicy struct {
 	name     string
 	agnostic bool
 	packed   bool
+	solver   levelSolver
+	memory   levelMemory
 }
 
 func (pol *waterFillingPolicy) Name() string { return pol.name }
@@ -73,14 +75,17 @@ func (pol *waterFillingPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
+	m.solver = pol.solver
 	groups, err := wfGroups(p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
+	pol.memory.restore(p, m)
 	sol, stats, err := m.waterFill(groups)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
+	pol.memory.save(p, m)
 	return m.allocation(p, pol.name, sol, stats)
 }
 

@@ -1,6 +1,11 @@
 // Command genproblem writes a `gavel-slurm allocate` input with N jobs drawn
 // from the reference throughput table, on k80/p100/v100 with N/4 GPUs of
 // each type. scripts/bench.sh uses it to time whole allocate runs.
+//
+// With --distinct every job is different, as measured throughputs make them:
+// each job's rates are its model's single-GPU rates times its scale factor
+// (1 to 8, uniform) times an independent factor in [0.5, 1.5) per type, and
+// its weight is uniform in [1, 2). No two jobs then fall in one LP class.
 package main
 
 import (
@@ -21,6 +26,7 @@ func main() {
 	pairs := flag.Bool("pairs", false, "add every co-location pair of single-GPU jobs that the table measured")
 	history := flag.Bool("history", false, "give every job an isolated time below its time since start (finish-time fairness inputs)")
 	costs := flag.Bool("costs", false, "add cloud-like prices per GPU-hour and, for every third job, an SLO it can meet")
+	distinct := flag.Bool("distinct", false, "make every job distinct: scale factors 1-8, weights 1-2, rates perturbed per job and type")
 	flag.Parse()
 
 	table, err := throughputs.Reference()
@@ -64,8 +70,16 @@ func main() {
 			TimeSinceStart: float64(rng.Intn(36000)),
 			Arrival:        float64(i),
 		}
-		for _, t := range types {
-			j.Throughputs[t] = table.Isolated(tpl.Model, sf, t)
+		if *distinct {
+			j.ScaleFactor = 1 + rng.Intn(8)
+			j.Weight = 1 + rng.Float64()
+			for _, t := range types {
+				j.Throughputs[t] = table.Isolated(tpl.Model, 1, t) * float64(j.ScaleFactor) * (0.5 + rng.Float64())
+			}
+		} else {
+			for _, t := range types {
+				j.Throughputs[t] = table.Isolated(tpl.Model, sf, t)
+			}
 		}
 		if *history {
 			j.IsolatedTime = j.TimeSinceStart * (0.2 + 0.8*rng.Float64())
