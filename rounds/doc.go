@@ -84,6 +84,21 @@
 // ResetEveryRound. The caller then computes a new allocation and passes it
 // to SetAllocation, which performs the reset.
 //
+// With Options.ReallocateOnEvents, NeedsReset is true on every pending
+// event, and SetAllocation resets the time received only once
+// MinResetInterval has passed; sooner, it replaces the fractions, keeps
+// the time received and keeps what the replaced allocation owed
+// (share × time in force) for the next fold into the deficits.
+//
+// # Variants
+//
+// VariantGavel is the reference mechanism (DefaultOptions, ForTraits).
+// VariantImproved (Variant.Apply) sets ReallocateOnEvents, GlobalOrder and
+// UpgradeIdle (after the walk, a selected job moves to a faster type whose
+// GPUs nobody was selected for) and clears HoldUnallocated: a job is given
+// its share at the round after it arrives and runs where its allocation
+// puts it, instead of on the first type of the walk.
+//
 // # Restarts
 //
 // Save returns the state above keyed by job/pair key and type name (JSON

@@ -46,8 +46,14 @@ type Mechanism struct {
 	received []float64
 	deficit  []float64
 	alloc    []float64
-	prio     []float64
-	usable   []bool
+	// owed is the share × time of the allocations replaced since the last
+	// reset (ReallocateOnEvents), for the next fold into the deficits.
+	owed   []float64
+	prio   []float64
+	usable []bool
+	// speed is a single job's throughput per type (0 for pairs), what
+	// UpgradeIdle compares.
+	speed []float64
 
 	// Per-type total of time received since the last reset (one count per
 	// combination, not per GPU), the denominator of fractions.
@@ -55,8 +61,11 @@ type Mechanism struct {
 
 	lastReset float64
 	everReset bool
-	pending   bool
-	events    uint32 // bit per Event noted since the last reset
+	// allocSince is when the current allocation was installed: the last
+	// reset, or a later reallocation (ReallocateOnEvents).
+	allocSince float64
+	pending    bool
+	events     uint32 // bit per Event noted since the last reset
 
 	scratch scratch
 }
@@ -175,6 +184,7 @@ func (m *Mechanism) remapTypes(oldTypes []string) {
 	received := make([]float64, n*nNew)
 	deficit := make([]float64, n*nNew)
 	alloc := make([]float64, n*nNew)
+	owed := make([]float64, n*nNew)
 	typeTime := make([]float64, nNew)
 	for t, name := range m.types {
 		old := slices.Index(oldTypes, name)
@@ -189,14 +199,16 @@ func (m *Mechanism) remapTypes(oldTypes []string) {
 				received[c*nNew+t] = m.received[c*nOld+old]
 				deficit[c*nNew+t] = m.deficit[c*nOld+old]
 				alloc[c*nNew+t] = m.alloc[c*nOld+old]
+				owed[c*nNew+t] = m.owed[c*nOld+old]
 			} else {
 				received[c*nNew+t] = m.credit()
 			}
 		}
 	}
-	m.received, m.deficit, m.alloc, m.typeTime = received, deficit, alloc, typeTime
+	m.received, m.deficit, m.alloc, m.owed, m.typeTime = received, deficit, alloc, owed, typeTime
 	m.prio = make([]float64, n*nNew)
 	m.usable = make([]bool, n*nNew)
+	m.speed = make([]float64, n*nNew)
 	for c := range m.combos {
 		if m.combos[c].alive {
 			m.refreshUsable(int32(c))
@@ -210,14 +222,16 @@ func (m *Mechanism) refreshUsable(c int32) {
 	cb := &m.combos[c]
 	nt := len(m.types)
 	for t, name := range m.types {
-		ok := false
+		ok, speed := false, 0.0
 		if cb.isPair() {
 			r := cb.pair[name]
 			ok = r[0] > 0 && r[1] > 0
 		} else {
-			ok = cb.single[name] > 0
+			speed = cb.single[name]
+			ok = speed > 0
 		}
 		m.usable[int(c)*nt+t] = ok
+		m.speed[int(c)*nt+t] = speed
 	}
 }
 
@@ -234,8 +248,10 @@ func (m *Mechanism) newSlot() int32 {
 		m.received = append(m.received, 0)
 		m.deficit = append(m.deficit, 0)
 		m.alloc = append(m.alloc, 0)
+		m.owed = append(m.owed, 0)
 		m.prio = append(m.prio, 0)
 		m.usable = append(m.usable, false)
+		m.speed = append(m.speed, 0)
 	}
 	return int32(len(m.combos) - 1)
 }
@@ -251,6 +267,7 @@ func (m *Mechanism) initSlot(c int32, cb combo) {
 		m.received[i] = m.credit()
 		m.deficit[i] = 0
 		m.alloc[i] = 0
+		m.owed[i] = 0
 		m.prio[i] = 0
 	}
 	m.refreshUsable(c)
@@ -398,8 +415,9 @@ func (m *Mechanism) PendingEvents() []Event {
 
 // NeedsReset reports whether the caller should compute a new allocation
 // now and hand it to SetAllocation. It is true when ResetEveryRound is set,
-// or when an event is pending and either no reset happened yet or
-// MinResetInterval has passed since the last one. As in the reference, a
+// or when an event is pending and either no reset happened yet,
+// MinResetInterval has passed since the last one, or ReallocateOnEvents is
+// set (SetAllocation then decides whether the time received is reset). As in the reference, a
 // last reset at time 0 does not start the interval (its clock starts at 0
 // and 0 means "never").
 func (m *Mechanism) NeedsReset(now float64) bool {
@@ -409,9 +427,15 @@ func (m *Mechanism) NeedsReset(now float64) bool {
 	if !m.pending {
 		return false
 	}
-	if !m.everReset || m.lastReset == 0 {
+	if !m.everReset || m.lastReset == 0 || m.opts.ReallocateOnEvents {
 		return true
 	}
+	return m.resetDue(now)
+}
+
+// resetDue reports whether MinResetInterval has passed since the last
+// reset.
+func (m *Mechanism) resetDue(now float64) bool {
 	return now-m.lastReset >= m.opts.MinResetInterval
 }
 
@@ -450,7 +474,11 @@ func (m *Mechanism) SetAllocation(a *policy.Allocation, now float64) error {
 		}
 	}
 
-	m.foldAndReset(now)
+	if m.opts.ReallocateOnEvents && m.everReset && m.lastReset != 0 && !m.resetDue(now) {
+		m.accrueOwed(now)
+	} else {
+		m.foldAndReset(now)
+	}
 
 	clear(m.alloc)
 	for c := range m.combos {
@@ -487,10 +515,27 @@ func (m *Mechanism) SetAllocation(a *policy.Allocation, now float64) error {
 	return nil
 }
 
+// accrueOwed keeps, before an allocation is replaced without a reset,
+// the share × time it owed each combination since it was installed; the
+// service counts stay, and the event that asked for the allocation is
+// dealt with.
+func (m *Mechanism) accrueOwed(now float64) {
+	elapsed := now - m.allocSince
+	for i, a := range m.alloc {
+		m.owed[i] += a * elapsed
+	}
+	m.allocSince = now
+	m.pending = false
+	m.events = 0
+}
+
 // foldAndReset moves the time received since the last reset into the
 // deficits and restarts every combination at the credit (Options.Credit).
+// The share owed is the current allocation's since it was installed plus
+// what the allocations it replaced owed (both 0 without
+// ReallocateOnEvents beyond the current allocation's since the reset).
 func (m *Mechanism) foldAndReset(now float64) {
-	elapsed := now - m.lastReset
+	elapsed := now - m.allocSince
 	if !m.everReset {
 		elapsed = 0
 	}
@@ -504,6 +549,10 @@ func (m *Mechanism) foldAndReset(now float64) {
 		alive++
 		for t := range nt {
 			i := c*nt + t
+			if m.owed[i] != 0 {
+				m.deficit[i] += m.owed[i]
+				m.owed[i] = 0
+			}
 			m.deficit[i] += m.alloc[i]*elapsed - (m.received[i] - credit)
 			m.received[i] = credit
 		}
@@ -512,6 +561,7 @@ func (m *Mechanism) foldAndReset(now float64) {
 		m.typeTime[t] = credit * float64(alive)
 	}
 	m.lastReset = now
+	m.allocSince = now
 	m.everReset = true
 	m.pending = false
 	m.events = 0

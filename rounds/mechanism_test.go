@@ -246,6 +246,27 @@ func TestLeaseExtensionAndPreemption(t *testing.T) {
 			wantSlots:  map[string][]Slot{"a": {{"k80-0", 0}}},
 		},
 		{
+			// a runs on GPUs of several types, outside the cluster the
+			// mechanism sees: though its priority is the highest, the one
+			// GPU goes to b, and a is neither placed nor preempted.
+			// Fractions with the half-round credits: a 180/3960, priority
+			// 0.5/0.045 = 11; b 3780/3960, priority 0.52.
+			name:     "a job running outside the mechanism's view is not selected",
+			cluster:  cluster(servers("v100", 1, 1)),
+			types:    []string{"v100"},
+			rows:     map[string][]float64{"a": {0.5}, "b": {0.5}},
+			received: map[string]float64{"b": 3600},
+			running: []Assignment{
+				{Key: "a", Jobs: []string{"a"}, Pin: PinOutside},
+			},
+			wantAction: map[string]Action{"a": Wait, "b": Run},
+			wantReason: map[string]string{
+				"a": "waiting: priority 11.00 below the 1 selected on v100",
+				"b": "selected on v100: priority 0.52",
+			},
+			wantSlots: map[string][]Slot{"b": {{"v100-0", 0}}},
+		},
+		{
 			// A pinned job whose GPUs left the cluster cannot keep them.
 			name:    "a pin does not hold GPUs that left",
 			cluster: cluster(v100),

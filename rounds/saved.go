@@ -11,6 +11,9 @@ import "math"
 type Saved struct {
 	LastReset float64 `json:"last_reset"`
 	EverReset bool    `json:"ever_reset"`
+	// AllocationSince is when the current allocation was installed, when
+	// later than the last reset (Options.ReallocateOnEvents); 0 otherwise.
+	AllocationSince float64 `json:"allocation_since,omitempty"`
 	// Pending is whether a reset event was noted and not yet acted on.
 	Pending bool `json:"pending"`
 	// TypeTime is each type's total time received since the last reset.
@@ -24,6 +27,9 @@ type SavedCombo struct {
 	Deficit  map[string]float64 `json:"deficit,omitempty"`
 	// Allocation is nil when the combination had no allocation row.
 	Allocation map[string]float64 `json:"allocation,omitempty"`
+	// Owed is the share × time of the allocations replaced since the last
+	// reset (Options.ReallocateOnEvents).
+	Owed map[string]float64 `json:"owed,omitempty"`
 }
 
 // Save returns the mechanism's state for Load.
@@ -31,6 +37,9 @@ func (m *Mechanism) Save() Saved {
 	nt := len(m.types)
 	s := Saved{LastReset: m.lastReset, EverReset: m.everReset, Pending: m.pending,
 		TypeTime: make(map[string]float64, nt), Combos: make(map[string]SavedCombo, len(m.index))}
+	if m.allocSince != m.lastReset {
+		s.AllocationSince = m.allocSince
+	}
 	for t, name := range m.types {
 		s.TypeTime[name] = m.typeTime[t]
 	}
@@ -44,6 +53,12 @@ func (m *Mechanism) Save() Saved {
 			cb.Received[name] = m.received[i]
 			if m.deficit[i] != 0 {
 				cb.Deficit[name] = m.deficit[i]
+			}
+			if m.owed[i] != 0 {
+				if cb.Owed == nil {
+					cb.Owed = make(map[string]float64, nt)
+				}
+				cb.Owed[name] = m.owed[i]
 			}
 			if cb.Allocation != nil {
 				cb.Allocation[name] = m.alloc[i]
@@ -84,6 +99,10 @@ func (m *Mechanism) Load(s Saved) {
 			if v := cb.Deficit[name]; finite(v) {
 				m.deficit[i] = v
 			}
+			m.owed[i] = 0
+			if v := cb.Owed[name]; finite(v) && v >= 0 {
+				m.owed[i] = v
+			}
 			m.alloc[i] = 0
 			if v := cb.Allocation[name]; finite(v) {
 				m.alloc[i] = min(max(v, 0), 1)
@@ -101,6 +120,10 @@ func (m *Mechanism) Load(s Saved) {
 	}
 	if finite(s.LastReset) {
 		m.lastReset, m.everReset = s.LastReset, s.EverReset
+		m.allocSince = s.LastReset
+		if v := s.AllocationSince; finite(v) && v > s.LastReset {
+			m.allocSince = v
+		}
 	}
 	m.pending, m.events = s.Pending, 0
 	if s.Pending {

@@ -33,6 +33,12 @@ type scratch struct {
 	gpuUsed    []bool
 	serverFree []int
 	byFree     []int32
+
+	// upgrades are the selected jobs UpgradeIdle may move (per round).
+	upgrades []upgrade
+	// outside are the combinations running outside the mechanism's view
+	// (PinOutside): never selected this round.
+	outside []int32
 }
 
 // entry is one (combination, type) candidate of the greedy walk.
@@ -126,6 +132,9 @@ func (m *Mechanism) PlanInto(p *Plan, now float64, running []Assignment) error {
 	m.walkOrder()
 	m.takePinned(running)
 	m.selectCombos()
+	if m.opts.UpgradeIdle {
+		m.upgradeIdle()
+	}
 	m.resetPlan(p, now)
 	m.place(p, running)
 	m.decide(p, running)
@@ -172,6 +181,7 @@ func (m *Mechanism) prepareScratch() {
 	copy(s.free, m.typeGPUs)
 	clear(s.selected)
 	s.chosen = s.chosen[:0]
+	s.outside = s.outside[:0]
 	s.gpuUsed = grow(s.gpuUsed, m.totalGPUs)
 	clear(s.gpuUsed)
 	s.serverFree = grow(s.serverFree, len(m.servers))
@@ -189,6 +199,12 @@ func (m *Mechanism) readRunning(running []Assignment) error {
 	defer clear(s.gpuUsed)
 	for i := range running {
 		a := &running[i]
+		if a.Pin == PinOutside {
+			if c, ok := m.index[a.Key]; ok {
+				s.outside = append(s.outside, c)
+			}
+			continue
+		}
 		gone := false
 		for _, slot := range a.Slots {
 			srv, ok := m.serverIndex[slot.Server]
@@ -321,6 +337,13 @@ func (m *Mechanism) selectCombos() {
 // place keeps the pinned ones where they are.
 func (m *Mechanism) takePinned(running []Assignment) {
 	s := &m.scratch
+	for _, c := range s.outside {
+		for _, j := range m.combos[c].members {
+			if j >= 0 {
+				s.taken[j] = s.epoch
+			}
+		}
+	}
 	for c := range m.combos {
 		if s.pinned[c] == NotPinned || !m.combos[c].alive {
 			continue
@@ -340,6 +363,81 @@ func (m *Mechanism) takePinned(running []Assignment) {
 		s.chosenType[c] = t
 		s.chosen = append(s.chosen, int32(c))
 	}
+}
+
+// upgrade is a selected job that would run faster on GPUs left idle.
+type upgrade struct {
+	gain float64 // best speed on a type with idle GPUs / speed where selected
+	c    int32
+}
+
+// upgradeIdle moves selected single jobs to faster types whose GPUs the
+// walk left idle, the largest speed-ups first, each to the fastest type
+// that still has room for it.
+func (m *Mechanism) upgradeIdle() {
+	s := &m.scratch
+	nt := len(m.types)
+	s.upgrades = s.upgrades[:0]
+	for _, c := range s.chosen {
+		cb := &m.combos[c]
+		if cb.isPair() || s.held[c] || s.pinned[c] != NotPinned {
+			continue
+		}
+		if g := m.bestIdle(c); g.gain > 1 {
+			s.upgrades = append(s.upgrades, g)
+		}
+	}
+	if len(s.upgrades) == 0 {
+		return
+	}
+	slices.SortStableFunc(s.upgrades, func(a, b upgrade) int {
+		switch {
+		case a.gain > b.gain:
+			return -1
+		case a.gain < b.gain:
+			return 1
+		}
+		return 0
+	})
+	for _, u := range s.upgrades {
+		g := m.bestIdle(u.c)
+		if !(g.gain > 1) {
+			continue
+		}
+		cb := &m.combos[u.c]
+		from := s.chosenType[u.c]
+		to := int32(-1)
+		best := m.speed[int(u.c)*nt+int(from)]
+		for t := range int32(nt) {
+			if v := m.speed[int(u.c)*nt+int(t)]; v > best && s.free[t] >= cb.sf {
+				best, to = v, t
+			}
+		}
+		s.free[from] += cb.sf
+		s.selected[from]--
+		s.free[to] -= cb.sf
+		s.selected[to]++
+		s.chosenType[u.c] = to
+	}
+}
+
+// bestIdle is the speed-up combination c would get on the fastest type
+// with room for it, over the type it was selected on.
+func (m *Mechanism) bestIdle(c int32) upgrade {
+	s := &m.scratch
+	nt := len(m.types)
+	sf := m.combos[c].sf
+	cur := m.speed[int(c)*nt+int(s.chosenType[c])]
+	u := upgrade{c: c}
+	if cur <= 0 {
+		return u
+	}
+	for t := range nt {
+		if v := m.speed[int(c)*nt+t]; s.free[t] >= sf && v/cur > u.gain {
+			u.gain = v / cur
+		}
+	}
+	return u
 }
 
 // typeIndex is the index of GPU type name, or -1.

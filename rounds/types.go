@@ -1,6 +1,10 @@
 package rounds
 
-import "github.com/gavel-slurm/gavel-slurm/policy"
+import (
+	"fmt"
+
+	"github.com/gavel-slurm/gavel-slurm/policy"
+)
 
 // Server is one machine of the cluster: GPUs of a single type.
 type Server struct {
@@ -95,6 +99,13 @@ const (
 	// PinMinRunTime: the job has not yet run the minimum time after a
 	// start (or since the scheduler first saw it running).
 	PinMinRunTime
+	// PinOutside: the job runs where the mechanism cannot place it (on
+	// GPUs of several types at once) and keeps those GPUs until it ends:
+	// it is neither selected nor placed this round, and its Assignment
+	// needs no Type or Slots (its GPUs are not in the cluster given to
+	// the mechanism). Its decision is Wait, for the caller to show as it
+	// sees fit.
+	PinOutside
 )
 
 // Usage reports that a job or pair ran on a GPU type for some seconds in
@@ -184,6 +195,67 @@ type Options struct {
 	// is then not started and its GPUs stay idle until the next reset. When
 	// false such a job simply competes with priority 0.
 	HoldUnallocated bool
+	// ReallocateOnEvents separates the allocation from the accounting of
+	// time received. NeedsReset is true as soon as an event is pending,
+	// whatever MinResetInterval, so a job is given its share in the first
+	// round after it arrives and a finished job's share goes to the others
+	// at once. An allocation set less than MinResetInterval after the last
+	// reset replaces the fractions but keeps the time received: jobs do
+	// not all fall back to the credit at every arrival, which would leave
+	// the largest allocation winning every round and the deficits, which
+	// only break ties, unable to even out the service. The next reset
+	// folds into the deficits the share each allocation owed while it was
+	// in force.
+	ReallocateOnEvents bool
+	// UpgradeIdle moves, after the walk, a selected job to GPUs of a type
+	// where it runs faster when nobody was selected for them: the job
+	// makes more progress and no one loses a round. Its time is counted
+	// on the type it runs on, so its priority where it was selected rises
+	// and the allocation is followed again as soon as those GPUs are
+	// wanted. Pairs and pinned jobs stay where they were selected.
+	UpgradeIdle bool
+}
+
+// Variant names a round mechanism: the reference's, or the one that
+// realizes the allocation sooner and more closely.
+type Variant string
+
+const (
+	// VariantGavel is the reference mechanism as the options describe it
+	// (DefaultOptions, ForTraits): what reproductions of the paper use.
+	VariantGavel Variant = "gavel"
+	// VariantImproved re-solves on every arrival and completion without
+	// resetting the service counts (ReallocateOnEvents), walks one priority
+	// order across all types so that a job runs where its allocation puts
+	// it when several types have idle GPUs (GlobalOrder), and never holds
+	// GPUs idle for a job without an allocation.
+	VariantImproved Variant = "improved"
+)
+
+// Variants lists the mechanism variants, the default first.
+func Variants() []Variant { return []Variant{VariantImproved, VariantGavel} }
+
+// ParseVariant reads a variant name ("improved" or "gavel").
+func ParseVariant(s string) (Variant, error) {
+	for _, v := range Variants() {
+		if string(v) == s {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("rounds: unknown mechanism %q (want improved or gavel)", s)
+}
+
+// Apply returns o adjusted to the variant. VariantGavel returns o as it
+// is; VariantImproved keeps o's credit, type order, shuffle and FIFO rule
+// and changes only how allocations are installed and walked.
+func (v Variant) Apply(o Options) Options {
+	if v == VariantImproved {
+		o.ReallocateOnEvents = true
+		o.GlobalOrder = true
+		o.HoldUnallocated = false
+		o.UpgradeIdle = true
+	}
+	return o
 }
 
 // DefaultOptions are the reference simulator's settings for a

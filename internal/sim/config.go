@@ -46,8 +46,14 @@ type Config struct {
 	Seed int64
 	// RoundSeconds is the round length.
 	RoundSeconds float64
-	// MinResetInterval is the least time between allocation recomputations.
+	// MinResetInterval is the least time between allocation recomputations
+	// (with the improved mechanism: between resets of the time received;
+	// the allocation follows every arrival and completion).
 	MinResetInterval float64
+	// Mechanism is the round mechanism's variant. Empty means
+	// rounds.VariantGavel, the reference's, which the package's tests and
+	// the reproductions of the paper compare against.
+	Mechanism rounds.Variant
 	// PreemptionOverhead is the time a job loses each time it restarts
 	// after having run before (moved to other GPUs, or resumed after
 	// waiting). Lease extensions cost nothing. The paper's simulations use 0.
@@ -71,6 +77,10 @@ type Config struct {
 	MaxActive int
 	// Costs is an optional price per GPU-hour of each type.
 	Costs map[string]float64
+	// Estimate, when set, hides the jobs' true throughputs from the policy,
+	// which sees only what the learning estimator measures (see
+	// Estimation); nil gives the policy the true throughputs.
+	Estimate *Estimation
 	// Clock, when set, times the run and the solver; nil leaves the wall
 	// times at 0.
 	Clock func() time.Time
@@ -170,6 +180,16 @@ func (c *Config) validate() ([]string, error) {
 		return nil, fmt.Errorf("measurement window %d:%d is empty", c.FirstMeasured, c.EndMeasured)
 	case c.EndMeasured == 0 && c.FirstMeasured > 0:
 		return nil, fmt.Errorf("measurement window starts at %d but has no end", c.FirstMeasured)
+	}
+	if c.Mechanism != "" {
+		if _, err := rounds.ParseVariant(string(c.Mechanism)); err != nil {
+			return nil, err
+		}
+	}
+	if c.Estimate != nil {
+		if err := c.Estimate.validate(); err != nil {
+			return nil, err
+		}
 	}
 	for t, p := range c.Costs {
 		if _, ok := c.GPUs[t]; !ok {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"slices"
 )
@@ -19,9 +20,17 @@ type Result struct {
 	// Utilization is the busy fraction of each type's GPUs over the run,
 	// and "all" over the whole cluster.
 	Utilization map[string]float64 `json:"utilization"`
-	// FTF summarizes the measured jobs' finish-time fairness
-	// ρ = JCT / time on the isolated 1/n share.
-	FTF Summary `json:"ftf_rho"`
+	// FTF summarizes the measured jobs' online finish-time fairness
+	// ρ = JCT / time on the isolated 1/n share, that share being
+	// recomputed at every allocation from the jobs then in the system
+	// (Themis' definition, which the FTF policies optimize).
+	FTF Summary `json:"ftf_online_rho"`
+	// FTFIsolated is finish-time fairness as Gavel's figures report it:
+	// the mean over the measured jobs of JCT divided by the same job's
+	// JCT in a separate run of the isolated policy on the same workload
+	// (see FTFAgainstIsolated). 0 when no such run was made or it did
+	// not finish.
+	FTFIsolated float64 `json:"ftf_isolated,omitempty"`
 	// Cost is the GPU-hours used times the configured prices.
 	Cost float64 `json:"cost,omitempty"`
 	// SLOJobs and SLOViolations count measured jobs with a deadline and
@@ -44,6 +53,12 @@ type Result struct {
 	// WallSeconds and SolverSeconds are real time spent (0 without a Clock).
 	WallSeconds   float64 `json:"wall_s"`
 	SolverSeconds float64 `json:"solver_s"`
+	// Estimated says the policy saw learned throughputs (Config.Estimate).
+	Estimated bool `json:"estimated,omitempty"`
+	// EstimateError summarizes, under estimation, how far the rates the
+	// policy was given were from the true ones: |estimated − true| / true
+	// of every job and type at every allocation.
+	EstimateError *Summary `json:"estimate_error,omitempty"`
 	// Jobs has one record per admitted job, by id.
 	Jobs []JobRecord `json:"-"`
 
@@ -77,6 +92,9 @@ type JobRecord struct {
 	Measured    bool
 	// FTF is the job's finish-time fairness ρ (0 when unfinished).
 	FTF float64
+	// Estimated is, under estimation, the rates (steps/s, indexed like
+	// Result.Types) the policy was last given for the job; nil otherwise.
+	Estimated []float64
 }
 
 // JCT is the completion time of a finished job (-1 otherwise).
@@ -98,6 +116,12 @@ func (s *simulator) finishResult() {
 			ID: j.id, Model: j.spec.Model, ScaleFactor: j.spec.ScaleFactor, Priority: j.spec.Priority,
 			Arrival: j.spec.Arrival, Start: j.start, Finish: -1,
 			TimePerType: j.perType, Measured: s.measuring(j.id),
+		}
+		if s.learn != nil {
+			rec.Estimated = make([]float64, len(s.types))
+			for k, t := range s.types {
+				rec.Estimated[k] = j.seen[t]
+			}
 		}
 		if j.done {
 			rec.Finish = j.finish
@@ -122,6 +146,10 @@ func (s *simulator) finishResult() {
 	r.P50JCT = percentile(jcts, 50)
 	r.P95JCT = percentile(jcts, 95)
 	r.FTF = summarize(rhos)
+	if s.learn != nil {
+		e := summarize(s.learn.errors)
+		r.EstimateError = &e
+	}
 	r.Utilization = map[string]float64{}
 	totalBusy, totalGPUs := 0.0, 0
 	for i, t := range s.types {
@@ -135,6 +163,40 @@ func (s *simulator) finishResult() {
 	if s.now > 0 {
 		r.Utilization["all"] = totalBusy / (float64(totalGPUs) * s.now)
 	}
+}
+
+// FTFAgainstIsolated is the mean over r's measured jobs of JCT / the
+// same job's JCT in isolated, a run of the isolated policy on the same
+// workload. Unlike the online ρ, both JCTs come from whole schedules, so
+// the baseline feels the load its 1/n share really had over the job's
+// life. Every measured job of r must have finished in isolated too (two
+// runs with the same measurement window both run until it completes).
+func FTFAgainstIsolated(r, isolated *Result) (float64, error) {
+	baseline := make(map[int]float64, len(isolated.Jobs))
+	for i := range isolated.Jobs {
+		if j := &isolated.Jobs[i]; j.Measured && j.Finish >= 0 {
+			baseline[j.ID] = j.JCT()
+		}
+	}
+	var ratios []float64
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		if !j.Measured || j.Finish < 0 {
+			continue
+		}
+		iso, ok := baseline[j.ID]
+		if !ok {
+			return 0, fmt.Errorf("finish-time fairness of %s: measured job %d has no finished counterpart in the isolated run", r.Policy, j.ID)
+		}
+		if iso <= 0 {
+			return 0, fmt.Errorf("finish-time fairness of %s: job %d took %v s in the isolated run", r.Policy, j.ID, iso)
+		}
+		ratios = append(ratios, j.JCT()/iso)
+	}
+	if len(ratios) == 0 {
+		return 0, fmt.Errorf("finish-time fairness of %s: no measured job finished", r.Policy)
+	}
+	return mean(ratios), nil
 }
 
 func mean(xs []float64) float64 {

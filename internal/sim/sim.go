@@ -21,20 +21,30 @@ type job struct {
 	key   string
 	spec  workload.Job
 	rates []float64 // per cluster type (sorted), whole-job steps/s
-	// tputs is the same as a map for policy problems and the mechanism;
-	// built once, never modified.
-	tputs     map[string]float64
-	remaining float64
-	start     float64 // first time it ran; -1 before
-	finish    float64
-	perType   []float64 // seconds held per type
-	everRan   bool
-	runSince  float64 // when its current run (lease) started
-	done      bool
+	// tputs is the same as a map; built once, never modified.
+	tputs map[string]float64
+	// seen is what the policy and the mechanism are told: tputs itself,
+	// or under estimation the estimator's latest rates (replaced, never
+	// modified).
+	seen map[string]float64
+	// measuredOn says per type whether a measurement past the warm-up was
+	// taken (estimation only).
+	measuredOn []bool
+	remaining  float64
+	start      float64 // first time it ran; -1 before
+	finish     float64
+	perType    []float64 // seconds held per type
+	everRan    bool
+	runSince   float64 // when its current run (lease) started
+	done       bool
 	// Themis accounting: isoTime is the time the job would have needed so
 	// far on its isolated 1/n share; isoRate is that share's throughput as
 	// of the last reset and isoMark the remaining steps then.
 	isoTime, isoRate, isoMark float64
+	// seenIsoTime and seenIsoRate are the same as the policy sees them,
+	// from the estimated rates (estimation only: the policy's input, while
+	// isoTime measures the outcome).
+	seenIsoTime, seenIsoRate float64
 }
 
 // pair is a candidate co-location offered to packing policies.
@@ -61,6 +71,9 @@ type simulator struct {
 	pol     policy.Policy
 	mech    *rounds.Mechanism
 	packing bool
+	// learn measures jobs and estimates their rates (nil: the policy sees
+	// the true rates).
+	learn *learner
 
 	src     Source
 	peeked  *workload.Job
@@ -107,14 +120,23 @@ func Run(cfg Config, src Source) (*Result, error) {
 	traits := s.pol.Traits()
 	// A packing policy needs candidate pairs in every problem.
 	s.packing = traits.Packs
+	if cfg.Estimate != nil {
+		if s.packing {
+			return nil, fmt.Errorf("simulation (%s): %w", name, errEstimatePairs)
+		}
+		if s.learn, err = newLearner(cfg, types); err != nil {
+			return nil, fmt.Errorf("simulation: %w", err)
+		}
+	}
 	opts := rounds.ForTraits(traits, workload.NewRand(cfg.Seed+5))
 	// The reference credits every job half a round of service at each reset.
 	opts.Credit = cfg.RoundSeconds / 2
 	opts.MinResetInterval = cfg.MinResetInterval
+	opts = cfg.Mechanism.Apply(opts)
 	if s.mech, err = rounds.New(cfg.servers(types), opts); err != nil {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
-	s.res = Result{Policy: name, Types: types, busy: make([]float64, len(types))}
+	s.res = Result{Policy: name, Types: types, busy: make([]float64, len(types)), Estimated: s.learn != nil}
 	if err := s.loop(); err != nil {
 		return nil, fmt.Errorf("simulation (%s) at t=%.0fs: %w", name, s.now, err)
 	}
@@ -261,7 +283,12 @@ func (s *simulator) add(spec workload.Job) error {
 	if !(spec.TotalSteps > 0) {
 		return fmt.Errorf("job %d has %v steps, need a positive count", id, spec.TotalSteps)
 	}
-	if err := s.mech.AddJob(rounds.Job{ID: j.key, ScaleFactor: spec.ScaleFactor, Throughputs: j.tputs}, s.now); err != nil {
+	j.seen = j.tputs
+	if s.learn != nil {
+		j.seen = placeholder(j, s.types)
+		j.measuredOn = make([]bool, len(s.types))
+	}
+	if err := s.mech.AddJob(rounds.Job{ID: j.key, ScaleFactor: spec.ScaleFactor, Throughputs: j.seen}, s.now); err != nil {
 		return err
 	}
 	s.all = append(s.all, j)
@@ -342,6 +369,12 @@ func (s *simulator) completeRound() error {
 				j.finish = tk.finish
 				s.complete(j)
 				completed = true
+				continue
+			}
+			if s.learn != nil {
+				if err := s.learn.observe(j, tk.typ, a.Type, tk.finish); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -363,6 +396,10 @@ func (s *simulator) complete(j *job) {
 		s.measured++
 	}
 	delete(s.byKey, j.key)
+	if s.learn != nil {
+		// As the daemon does when a job leaves.
+		s.learn.est.Forget(j.key)
+	}
 	// Errors cannot happen: the job was added and not yet removed.
 	_ = s.mech.RemoveJob(j.key, s.now)
 }
@@ -399,24 +436,33 @@ func (s *simulator) accrueIsolated(j *job, n int) {
 	if done <= 0 {
 		return
 	}
-	rate := j.isoRate
-	if rate <= 0 {
-		if n == 0 {
-			n = len(s.active)
-		}
-		rate = s.isolatedRate(j, n)
+	if n == 0 {
+		n = len(s.active)
 	}
-	if rate > 0 {
-		j.isoTime += done / rate
+	j.isoTime += s.isolatedTime(j, j.tputs, j.isoRate, done, n)
+	if s.learn != nil {
+		j.seenIsoTime += s.isolatedTime(j, j.seen, j.seenIsoRate, done, n)
 	}
 	j.isoMark = j.remaining
 }
 
-// isolatedRate is j's throughput on its 1/n share of the cluster
-// (policy.IsolatedThroughput with n jobs).
-func (s *simulator) isolatedRate(j *job, n int) float64 {
+// isolatedTime is how long j would have needed for done steps at rate, or
+// when no rate is known yet at its rate on a 1/n share with tputs.
+func (s *simulator) isolatedTime(j *job, tputs map[string]float64, rate, done float64, n int) float64 {
+	if rate <= 0 {
+		rate = s.isolatedRate(j, tputs, n)
+	}
+	if rate > 0 {
+		return done / rate
+	}
+	return 0
+}
+
+// isolatedRate is j's throughput with tputs on its 1/n share of the
+// cluster (policy.IsolatedThroughput with n jobs).
+func (s *simulator) isolatedRate(j *job, tputs map[string]float64, n int) float64 {
 	p := policy.Problem{GPUs: s.cfg.GPUs, Jobs: make([]policy.Job, max(n, 1))}
-	pj := policy.Job{Throughputs: j.tputs, ScaleFactor: j.spec.ScaleFactor}
+	pj := policy.Job{Throughputs: tputs, ScaleFactor: j.spec.ScaleFactor}
 	return policy.IsolatedThroughput(&p, &pj)
 }
 
@@ -426,7 +472,13 @@ func (s *simulator) scheduleRound(forceReset bool) error {
 	if len(s.active) == 0 {
 		return nil
 	}
+	s.noteFreshMeasurements()
 	if forceReset || s.mech.NeedsReset(s.now) {
+		if s.learn != nil {
+			if err := s.refreshEstimates(); err != nil {
+				return err
+			}
+		}
 		if err := s.reset(); err != nil {
 			return err
 		}
@@ -537,8 +589,11 @@ func (s *simulator) reset() error {
 	inputs := make([]sched.JobInput, n)
 	for i, j := range s.active {
 		s.accrueIsolated(j, n)
-		inputs[i] = sched.JobInput{ID: j.key, Throughputs: j.tputs, ScaleFactor: j.spec.ScaleFactor,
+		inputs[i] = sched.JobInput{ID: j.key, Throughputs: j.seen, ScaleFactor: j.spec.ScaleFactor,
 			Weight: j.spec.Priority, Arrival: j.spec.Arrival, StepsRemaining: j.remaining, IsolatedTime: j.isoTime}
+		if s.learn != nil {
+			inputs[i].IsolatedTime = j.seenIsoTime
+		}
 		if j.spec.SLO > 0 {
 			inputs[i].Deadline = j.spec.Arrival + j.spec.SLO
 		}
@@ -547,7 +602,15 @@ func (s *simulator) reset() error {
 	// input for the same jobs.
 	prob := sched.BuildProblem(s.cfg.GPUs, s.cfg.Costs, s.now, inputs)
 	for i, j := range s.active {
-		j.isoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+		if s.learn == nil {
+			j.isoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+			continue
+		}
+		// The policy's view, and the truth for the outcome's fairness.
+		j.seenIsoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+		truth := prob.Jobs[i]
+		truth.Throughputs = j.tputs
+		j.isoRate = policy.IsolatedThroughput(prob, &truth)
 	}
 	if s.packing {
 		prob.Pairs = make([]policy.Pair, len(s.pairs))

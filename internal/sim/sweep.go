@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -56,4 +57,67 @@ func Sweep(points []Point, workers int, run func(Point) (*Result, error), progre
 	close(next)
 	wg.Wait()
 	return out
+}
+
+// IsolatedPolicy is the policy whose runs finish-time fairness is
+// measured against (FTFAgainstIsolated): every job on its 1/n share.
+const IsolatedPolicy = "isolated"
+
+// IsolatedPoints returns one run of IsolatedPolicy for every rate and seed
+// of points that does not already have one, in the order they first
+// appear. One baseline run serves every policy at that rate and seed, as
+// the workload depends only on them.
+func IsolatedPoints(points []Point) []Point {
+	type key struct {
+		rate float64
+		seed int64
+	}
+	have := map[key]bool{}
+	for _, p := range points {
+		if p.Policy == IsolatedPolicy {
+			have[key{p.Rate, p.Seed}] = true
+		}
+	}
+	var out []Point
+	for _, p := range points {
+		k := key{p.Rate, p.Seed}
+		if !have[k] {
+			have[k] = true
+			out = append(out, Point{Policy: IsolatedPolicy, Rate: p.Rate, Seed: p.Seed})
+		}
+	}
+	return out
+}
+
+// SetFTFIsolated sets Result.FTFIsolated of every outcome with a result
+// from the isolated outcome (among outcomes and baselines) of its rate and
+// seed. An outcome whose baseline has no result (it saturated or failed)
+// keeps 0: its runs are not comparable job by job.
+func SetFTFIsolated(outcomes, baselines []Outcome) error {
+	type key struct {
+		rate float64
+		seed int64
+	}
+	isolated := map[key]*Result{}
+	for _, set := range [][]Outcome{outcomes, baselines} {
+		for _, o := range set {
+			if o.Policy == IsolatedPolicy && o.Result != nil {
+				isolated[key{o.Rate, o.Seed}] = o.Result
+			}
+		}
+	}
+	for _, set := range [][]Outcome{outcomes, baselines} {
+		for _, o := range set {
+			base := isolated[key{o.Rate, o.Seed}]
+			if o.Result == nil || base == nil {
+				continue
+			}
+			ftf, err := FTFAgainstIsolated(o.Result, base)
+			if err != nil {
+				return fmt.Errorf("%s at %v jobs/h, seed %d: %w", o.Policy, o.Rate, o.Seed, err)
+			}
+			o.Result.FTFIsolated = ftf
+		}
+	}
+	return nil
 }

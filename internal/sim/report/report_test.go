@@ -20,7 +20,7 @@ func result(policy string, avgJCT float64) *sim.Result {
 	return &sim.Result{
 		Policy: policy, Types: []string{"k80", "v100"}, JobsMeasured: 7, AvgJCT: avgJCT, P50JCT: avgJCT * 0.9, P95JCT: avgJCT * 2.1,
 		Makespan: 123456.789, Utilization: map[string]float64{"k80": 0.5, "v100": 0.75, "all": 2.0 / 3},
-		FTF: sim.Summary{Mean: 1.0 / 3, P50: 0.25, P95: 1.5, Max: 2, AboveOne: 0.125}, Cost: 12.345, SLOJobs: 3, SLOViolations: 1,
+		FTF: sim.Summary{Mean: 1.0 / 3, P50: 0.25, P95: 1.5, Max: 2, AboveOne: 0.125}, FTFIsolated: avgJCT / 3600, Cost: 12.345, SLOJobs: 3, SLOViolations: 1,
 		Preemptions: 11, LeaseExtensions: 5, Rounds: 99, Allocations: 13, LPs: 27, LargestLP: [2]int{40, 17},
 		JobsAdmitted: 9, PeakActive: 8, WallSeconds: 0.123456, SolverSeconds: 0.0456,
 		Jobs: []sim.JobRecord{
@@ -30,9 +30,12 @@ func result(policy string, avgJCT float64) *sim.Result {
 	}
 }
 
-// sweep is a 2-policy, 2-rate, 2-seed grid with a saturated run and a
-// failed one whose error CSV must quote.
+// sweep is a 2-policy, 2-rate, 2-seed grid with a saturated run, a
+// failed one whose error CSV must quote, and a run without an isolated
+// baseline.
 func sweep() []sim.Outcome {
+	noBaseline := result("agnostic", 22000)
+	noBaseline.FTFIsolated = 0
 	return []sim.Outcome{
 		{Point: sim.Point{Policy: "aware", Rate: 0.4, Seed: 0}, Result: result("aware", 7200.1)},
 		{Point: sim.Point{Policy: "aware", Rate: 0.4, Seed: 1}, Result: result("aware", 10800)},
@@ -41,7 +44,7 @@ func sweep() []sim.Outcome {
 		{Point: sim.Point{Policy: "agnostic", Rate: 0.4, Seed: 0}, Result: result("agnostic", 9000)},
 		{Point: sim.Point{Policy: "agnostic", Rate: 0.4, Seed: 1}, Err: errors.New(`bad, "quoted" failure`)},
 		{Point: sim.Point{Policy: "agnostic", Rate: 1.2, Seed: 0}, Result: result("agnostic", 20000)},
-		{Point: sim.Point{Policy: "agnostic", Rate: 1.2, Seed: 1}, Result: result("agnostic", 22000)},
+		{Point: sim.Point{Policy: "agnostic", Rate: 1.2, Seed: 1}, Result: noBaseline},
 	}
 }
 
@@ -69,9 +72,10 @@ func TestGoldenOutputs(t *testing.T) {
 		{"jobs.csv", func(b *bytes.Buffer) error { return WriteJobs(b, outcomes[0].Result) }},
 		{"summary.txt", func(b *bytes.Buffer) error {
 			WriteSummary(b, outcomes[0].Result)
-			// Without prices and deadlines the cost and SLO lines go.
+			// Without prices, deadlines and an isolated run to compare
+			// with, the cost, SLO and isolated FTF lines go.
 			plain := *outcomes[0].Result
-			plain.Cost, plain.SLOJobs = 0, 0
+			plain.Cost, plain.SLOJobs, plain.FTFIsolated = 0, 0, 0
 			WriteSummary(b, &plain)
 			return nil
 		}},
@@ -112,8 +116,9 @@ func TestSweepReadsBackWhatItWrote(t *testing.T) {
 		}
 		switch {
 		case w.Result != nil:
-			if o.Result == nil || math.Abs(o.Result.AvgJCT-w.Result.AvgJCT) > 1e-9 || o.Result.Policy != w.Policy {
-				t.Errorf("row %d: result %+v, want average JCT %v", i, o.Result, w.Result.AvgJCT)
+			if o.Result == nil || math.Abs(o.Result.AvgJCT-w.Result.AvgJCT) > 1e-9 || o.Result.Policy != w.Policy ||
+				o.Result.FTFIsolated != w.Result.FTFIsolated {
+				t.Errorf("row %d: result %+v, want average JCT %v and isolated FTF %v", i, o.Result, w.Result.AvgJCT, w.Result.FTFIsolated)
 			}
 		case w.Saturated():
 			if !o.Saturated() || o.Result != nil {
@@ -141,6 +146,8 @@ func TestReadSweepErrors(t *testing.T) {
 			"sweep CSV in.csv line 2: seed"},
 		"bad average": {"policy,rate_jobs_per_h,seed,saturated,avg_jct_h,error\np,1,0,false,long,\n",
 			"sweep CSV in.csv line 2: average JCT"},
+		"bad isolated FTF": {"policy,rate_jobs_per_h,seed,saturated,avg_jct_h,ftf_isolated,error\np,1,0,false,1,fair,\n",
+			"sweep CSV in.csv line 2: ftf_isolated"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -149,6 +156,19 @@ func TestReadSweepErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// A CSV written before the isolated FTF existed (the committed
+// docs/img/*.csv) reads with the metric unset.
+func TestReadSweepWithoutIsolatedFTF(t *testing.T) {
+	text := "policy,rate_jobs_per_h,seed,saturated,avg_jct_h,ftf_rho_mean,error\np,0.8,0,false,17.5,0.9,\n"
+	got, err := ReadSweep(strings.NewReader(text), "old.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Result == nil || got[0].Result.AvgJCT != 17.5*3600 || got[0].Result.FTFIsolated != 0 {
+		t.Errorf("read %+v, want one run of 17.5 h without an isolated FTF", got)
 	}
 }
 

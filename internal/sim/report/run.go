@@ -12,7 +12,8 @@ import (
 
 // WriteSummary prints a run's measurements for people, one aligned line per
 // quantity, times in hours. Cost and SLO lines appear only when the run
-// had prices or deadlines.
+// had prices or deadlines, the isolated FTF only when a run of the
+// isolated policy was made to compare with.
 func WriteSummary(w io.Writer, r *sim.Result) {
 	h := func(s float64) string { return fmt.Sprintf("%.2f h", s/3600) }
 	fmt.Fprintf(w, "policy            %s\n", r.Policy)
@@ -24,7 +25,10 @@ func WriteSummary(w io.Writer, r *sim.Result) {
 		util = append(util, fmt.Sprintf("%s %.1f%%", t, 100*r.Utilization[t]))
 	}
 	fmt.Fprintf(w, "utilization       %s\n", strings.Join(util, ", "))
-	fmt.Fprintf(w, "FTF rho mean/p95  %.3f / %.3f (%.1f%% of jobs > 1)\n", r.FTF.Mean, r.FTF.P95, 100*r.FTF.AboveOne)
+	fmt.Fprintf(w, "online FTF rho    mean %.3f, p95 %.3f (%.1f%% of jobs > 1)\n", r.FTF.Mean, r.FTF.P95, 100*r.FTF.AboveOne)
+	if r.FTFIsolated > 0 {
+		fmt.Fprintf(w, "FTF vs isolated   %.3f (mean of JCT / JCT under the isolated policy)\n", r.FTFIsolated)
+	}
 	if r.Cost > 0 {
 		fmt.Fprintf(w, "cost              %.2f\n", r.Cost)
 	}
@@ -39,11 +43,11 @@ func WriteSummary(w io.Writer, r *sim.Result) {
 
 // WriteJobs writes one CSV line per admitted job of a run: identity,
 // arrival, start and finish (-1 when unfinished), JCT, whether it was
-// measured, its finish-time fairness and its time on each GPU type (one
+// measured, its online finish-time fairness ρ and its time on each GPU type (one
 // time_<type>_s column per type, in the result's type order).
 func WriteJobs(w io.Writer, r *sim.Result) error {
 	cw := csv.NewWriter(w)
-	header := []string{"id", "model", "scale_factor", "priority", "arrival_s", "start_s", "finish_s", "jct_s", "measured", "ftf_rho"}
+	header := []string{"id", "model", "scale_factor", "priority", "arrival_s", "start_s", "finish_s", "jct_s", "measured", "ftf_online_rho"}
 	for _, t := range r.Types {
 		header = append(header, "time_"+t+"_s")
 	}
