@@ -296,6 +296,18 @@ func (e *Estimator) Forget(jobID string) {
 	}
 }
 
+// StepsDone is the job's latest reported cumulative step count and when
+// it was reported; false when it never reported any.
+func (e *Estimator) StepsDone(jobID string) (int64, time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	j := e.jobs[jobID]
+	if j == nil || j.stepsAt.IsZero() {
+		return 0, time.Time{}, false
+	}
+	return j.steps, j.stepsAt, true
+}
+
 // RemainingSteps is how many of total steps the job has left by its
 // latest reported progress, and when it reported it; false when it never
 // reported any. It never goes below zero: a job may run past the steps
