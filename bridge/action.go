@@ -54,6 +54,12 @@ const (
 	// ActSetConstraints sets the --constraint of a pending job to
 	// Action.Constraints (a GPU type feature such as "v100").
 	ActSetConstraints ActionKind = "set-constraints"
+	// ActSetShape sets how a pending job asks for its GPUs: Action.Nodes
+	// nodes exactly, Action.GPUsPerNode GPUs on each (or, when that is 0,
+	// Action.GPUs GPUs over all of them, placed as Slurm finds room), and
+	// Action.Constraints. The daemon uses it to spread a mixed=ok job over
+	// GPU types and to bring it back to one type (docs/hadar.md).
+	ActSetShape ActionKind = "set-shape"
 	// ActBeginNow makes a pending job eligible now (after a requeue Slurm
 	// would otherwise wait about two minutes).
 	ActBeginNow ActionKind = "begin-now"
@@ -78,7 +84,15 @@ type Action struct {
 	Constraints string `json:"constraints,omitempty"`
 	// Signal is the signal name for ActSignal ("USR1", "SIGTERM").
 	Signal string `json:"signal,omitempty"`
+	// Nodes, GPUsPerNode and GPUs are the request ActSetShape sets.
+	Nodes       int `json:"nodes,omitempty"`
+	GPUsPerNode int `json:"gpus_per_node,omitempty"`
+	GPUs        int `json:"gpus,omitempty"`
 }
+
+// maxShapeGPUs bounds the counts of a shape, as the reader bounds what it
+// reads, so that a corrupt journal entry cannot ask Slurm for absurd sizes.
+const maxShapeGPUs = 1 << 20
 
 // String renders the action for logs and errors: "set-priority job 42 (priority=100)".
 func (a Action) String() string {
@@ -91,6 +105,12 @@ func (a Action) String() string {
 		fmt.Fprintf(&b, " (constraints=%q)", a.Constraints)
 	case ActSignal:
 		fmt.Fprintf(&b, " (signal=%s)", a.Signal)
+	case ActSetShape:
+		if a.GPUsPerNode > 0 {
+			fmt.Fprintf(&b, " (nodes=%d gpus_per_node=%d constraints=%q)", a.Nodes, a.GPUsPerNode, a.Constraints)
+		} else {
+			fmt.Fprintf(&b, " (nodes=%d gpus=%d constraints=%q)", a.Nodes, a.GPUs, a.Constraints)
+		}
 	}
 	return b.String()
 }
@@ -109,6 +129,20 @@ func (a Action) Validate() error {
 	case ActSignal:
 		if _, err := SignalNumber(a.Signal); err != nil {
 			return fmt.Errorf("%s: %w", a, err)
+		}
+	case ActSetShape:
+		if strings.ContainsAny(a.Constraints, "\n\x00") {
+			return fmt.Errorf("%s: constraints hold a control character", a)
+		}
+		if a.Nodes < 1 || a.Nodes > maxShapeGPUs || a.GPUsPerNode < 0 || a.GPUsPerNode > maxShapeGPUs || a.GPUs > maxShapeGPUs {
+			return fmt.Errorf("%s: counts out of range", a)
+		}
+		if a.GPUsPerNode == 0 && a.GPUs < a.Nodes {
+			// Slurm refuses fewer job-wide GPUs than nodes ("--gpus < -N").
+			return fmt.Errorf("%s: fewer GPUs than nodes", a)
+		}
+		if a.GPUsPerNode > 0 && a.GPUs != 0 && a.GPUs != a.Nodes*a.GPUsPerNode {
+			return fmt.Errorf("%s: %d GPUs is not %d nodes times %d", a, a.GPUs, a.Nodes, a.GPUsPerNode)
 		}
 	default:
 		return fmt.Errorf("%s: unknown action kind", a)

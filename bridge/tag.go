@@ -49,6 +49,29 @@ const (
 	PreemptNever PreemptMode = "never"
 )
 
+// MixedTypes says whether a multi-GPU job's GPUs may span GPU types.
+type MixedTypes string
+
+const (
+	// MixedUnset is the default: one GPU type per job, as mixedNo.
+	MixedUnset MixedTypes = ""
+	// MixedOK lets the daemon start the job on GPUs of several types at
+	// once when no single type has room (docs/hadar.md); every step then
+	// runs at the pace of the slowest type.
+	MixedOK MixedTypes = "ok"
+	// MixedNo keeps the job on one GPU type, as if unset.
+	MixedNo MixedTypes = "no"
+)
+
+// ParseMixedTypes reads mixed= as the tag writes it: ok or no, in any case.
+func ParseMixedTypes(s string) (MixedTypes, error) {
+	switch m := MixedTypes(strings.ToLower(s)); m {
+	case MixedOK, MixedNo:
+		return m, nil
+	}
+	return MixedUnset, fmt.Errorf("must be ok or no: %q", s)
+}
+
 // ParsePreemptMode reads a preemption mode as the tag and the
 // configuration write it.
 func ParsePreemptMode(s string) (PreemptMode, error) {
@@ -81,7 +104,12 @@ type Tag struct {
 	// Preempt is how the job takes preemption; PreemptUnset means the
 	// site's default.
 	Preempt PreemptMode `json:"preempt,omitempty"`
+	// Mixed says whether the job's GPUs may span GPU types (MixedOK).
+	Mixed MixedTypes `json:"mixed,omitempty"`
 }
+
+// MixedOK reports whether the tag lets the job run on several GPU types.
+func (t Tag) MixedOK() bool { return t.Mixed == MixedOK }
 
 // Limits that keep parsed values meaningful and make Format exact.
 const (
@@ -284,8 +312,10 @@ func (t *Tag) set(key, value string) error {
 		t.Class, err = ParseClass(value)
 	case "preempt":
 		t.Preempt, err = ParsePreemptMode(value)
+	case "mixed":
+		t.Mixed, err = ParseMixedTypes(value)
 	default:
-		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt)", key)
+		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed)", key)
 	}
 	if err != nil {
 		return fmt.Errorf("%s= %w", key, err)
@@ -449,6 +479,9 @@ func (t Tag) Format() string {
 	}
 	if t.Preempt != PreemptUnset {
 		add("preempt", string(t.Preempt))
+	}
+	if t.Mixed != MixedUnset {
+		add("mixed", string(t.Mixed))
 	}
 	return b.String()
 }

@@ -133,7 +133,8 @@ func (s *Slurm) Submit(j bridge.Job) bridge.JobID {
 
 // Start makes a pending job run on the given nodes, as slurmctld would when
 // it schedules it: the nodes' GPUs are marked in use and the job takes the
-// type of its first node.
+// type of its nodes (none when they differ, as the REST reader sees a job
+// on a mix of types).
 func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,6 +167,11 @@ func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	j.Reason = "None"
 	j.RunningNodes = append([]string(nil), nodes...)
 	j.RunningGPUType = s.nodes[nodes[0]].GPUType
+	for _, name := range nodes {
+		if s.nodes[name].GPUType != j.RunningGPUType {
+			j.RunningGPUType = ""
+		}
+	}
 	j.StartTime = s.now()
 	s.jobs[id] = j
 	return nil
@@ -325,6 +331,18 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)
 		}
 		j.Constraints = a.Constraints
+	case bridge.ActSetShape:
+		// Slurm 24.11 answers a node-count change on a running job with
+		// no error and ignores it; the fake refuses it, so that a test
+		// catches the daemon sending one.
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		j.Nodes, j.GPUsPerNode, j.Constraints = a.Nodes, a.GPUsPerNode, a.Constraints
+		j.GPUs = a.GPUs
+		if a.GPUsPerNode > 0 {
+			j.GPUs = a.Nodes * a.GPUsPerNode
+		}
 	case bridge.ActBeginNow:
 		if !pending {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)

@@ -166,3 +166,35 @@ func TestPriorityOfHeldJobRefused(t *testing.T) {
 		t.Fatalf("priority after release: %v", err)
 	}
 }
+
+// A pending job's shape is set as asked and the job then starts across
+// types, with no single running type; a running job's shape cannot change.
+func TestSetShapeSpansTypes(t *testing.T) {
+	s, id := cluster(t)
+	ctx := context.Background()
+	shape := bridge.Action{Kind: bridge.ActSetShape, Job: id, Nodes: 2, GPUsPerNode: 1, Constraints: "[v100*1&k80*1]"}
+	if err := s.Apply(ctx, shape); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := s.Snapshot(ctx)
+	j, _ := snap.Job(id)
+	if j.Nodes != 2 || j.GPUsPerNode != 1 || j.GPUs != 2 || j.Constraints != "[v100*1&k80*1]" {
+		t.Fatalf("after set-shape: nodes %d, per node %d, gpus %d, constraints %q", j.Nodes, j.GPUsPerNode, j.GPUs, j.Constraints)
+	}
+	if err := s.Start(id, "n1", "n2"); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = s.Snapshot(ctx)
+	if j, _ = snap.Job(id); j.RunningGPUType != "" || len(j.RunningNodes) != 2 {
+		t.Fatalf("running on a mix: type %q, nodes %v", j.RunningGPUType, j.RunningNodes)
+	}
+	for _, n := range snap.Nodes {
+		if n.GPUsUsed != 1 {
+			t.Errorf("node %s: %d GPUs in use, want 1", n.Name, n.GPUsUsed)
+		}
+	}
+	back := bridge.Action{Kind: bridge.ActSetShape, Job: id, Nodes: 1, GPUsPerNode: 2, Constraints: "v100"}
+	if err := s.Apply(ctx, back); !errors.Is(err, ErrNotPending) {
+		t.Fatalf("set-shape on a running job: %v, want ErrNotPending", err)
+	}
+}

@@ -140,6 +140,8 @@ func (a *adapterV0044) update(ctx context.Context, job int64, u jobUpdate) error
 	}
 	desc.Hold = u.Hold
 	desc.Constraints = u.Constraints
+	desc.MinimumNodes, desc.MaximumNodes = u.Nodes, u.Nodes
+	desc.TresPerNode, desc.TresPerJob = u.TresPerNode, u.TresPerJob
 	if u.BeginTime != nil {
 		set, number := true, *u.BeginTime
 		desc.BeginTime = &api.V0044Uint64NoValStruct{Set: &set, Number: &number}

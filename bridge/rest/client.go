@@ -328,6 +328,8 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 		u.Hold = &hold
 	case bridge.ActSetConstraints:
 		u.Constraints = &act.Constraints
+	case bridge.ActSetShape:
+		shapeUpdate(&u, act)
 	case bridge.ActBeginNow:
 		now := c.cfg.Now().Unix()
 		u.BeginTime = &now
@@ -345,6 +347,22 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	err = a.update(ctx, job, u)
 	c.forget(err)
 	return err
+}
+
+// shapeUpdate fills the update that gives a pending job the shape act
+// asks for: the node count as both minimum and maximum, the GPUs per node
+// or per job (the other form cleared, since Slurm adds them up), and the
+// constraint, all in one request so the job is never seen half changed.
+func shapeUpdate(u *jobUpdate, act bridge.Action) {
+	nodes := int32(act.Nodes) // bounded by Validate
+	perNode, perJob := "", ""
+	if act.GPUsPerNode > 0 {
+		perNode = fmt.Sprintf("gres/gpu:%d", act.GPUsPerNode)
+	} else {
+		perJob = fmt.Sprintf("gres/gpu:%d", act.GPUs)
+	}
+	constraints := act.Constraints
+	u.Nodes, u.TresPerNode, u.TresPerJob, u.Constraints = &nodes, &perNode, &perJob, &constraints
 }
 
 // scontrol sends one request per job id it is given, and most of each

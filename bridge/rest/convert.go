@@ -58,6 +58,11 @@ type jobUpdate struct {
 	Hold        *bool
 	Constraints *string
 	BeginTime   *int64
+	// Nodes sets the minimum and maximum node count; TresPerNode and
+	// TresPerJob the GPU request ("" clears one).
+	Nodes       *int32
+	TresPerNode *string
+	TresPerJob  *string
 }
 
 // maxGPUs bounds every GPU count read from Slurm, per node and per job.

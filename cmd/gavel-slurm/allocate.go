@@ -29,24 +29,43 @@ func init() {
 // errUsage marks errors in the command line or the input: exit status 2.
 var errUsage = errors.New("usage")
 
+// exitStatus reports a command's error on stderr, prefixed with the
+// command's name, and returns its exit status: 0 on success or -h, 2 for
+// errors marked errUsage, 1 for the rest.
+func exitStatus(command string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "gavel-slurm %s: %s\n", command, strings.TrimSuffix(err.Error(), ": "+errUsage.Error()))
+		return 2
+	default:
+		fmt.Fprintf(stderr, "gavel-slurm %s: %v\n", command, err)
+		return 1
+	}
+}
+
+// parseArgs parses a command's flags, which take no positional
+// arguments: flag.ErrHelp for -h, errors marked errUsage otherwise.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%v: %w", err, errUsage)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), errUsage)
+	}
+	return nil
+}
+
 // runAllocate is the allocate command with its streams passed in, so tests
 // can drive it. It returns the exit status: 0 on success, 2 for a bad
 // command line or a bad problem, 1 when the policy fails (e.g. an
 // infeasible problem).
 func runAllocate(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := allocate(args, stdin, stdout)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "gavel-slurm allocate: %s\n", strings.TrimSuffix(err.Error(), ": "+errUsage.Error()))
-		return 2
-	default:
-		fmt.Fprintf(stderr, "gavel-slurm allocate: %v\n", err)
-		return 1
-	}
+	return exitStatus("allocate", allocate(args, stdin, stdout), stderr)
 }
 
 func allocate(args []string, stdin io.Reader, stdout io.Writer) error {
@@ -62,14 +81,8 @@ func allocate(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintln(fs.Output(), "usage: gavel-slurm allocate --policy NAME (--input FILE|- | --sample) [--json]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%v: %w", err, errUsage)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), errUsage)
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if *list {
 		for _, n := range policy.Names() {

@@ -28,6 +28,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 func init() {
@@ -75,6 +76,7 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, string, 
 		values[f.key] = fs.String(f.flag, "", f.usage+" (overrides "+f.key+")")
 	}
 	dryRun := fs.Bool("dry-run", false, "decide and log actions without sending them (overrides scheduler.dry_run)")
+	standby := fs.Bool("standby", true, "when another daemon holds the state: wait as its standby and take over when it stops; false exits (overrides daemon.standby)")
 	adopt := fs.Bool("adopt-admin-holds", false, "after the state directory was lost: take managed jobs held by an admin (JobHeldAdmin) that the state does not know for the daemon's own holds in the first round, so it may release them")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
@@ -106,6 +108,9 @@ func loadDaemonConfig(args []string, stderr io.Writer) (*config.Config, string, 
 	}
 	if set["dry-run"] && *dryRun {
 		cfg.Scheduler.DryRun = true
+	}
+	if set["standby"] {
+		cfg.Daemon.Standby = *standby
 	}
 	cfg.Daemon.AdoptAdminHolds = *adopt
 	if err := cfg.Validate(); err != nil {
@@ -145,10 +150,12 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 	return daemon.Settings{
 		Policy: cfg.Scheduler.Policy, Partitions: cfg.Slurm.Partitions, GPUTypes: cfg.Cluster.GPUTypes,
 		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
-		MinResetInterval: cfg.Scheduler.MinResetInterval, DefaultGrace: cfg.Scheduler.DefaultGrace,
-		GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
+		MinResetInterval: cfg.Scheduler.MinResetInterval, Mechanism: rounds.Variant(cfg.Scheduler.Mechanism),
+		DefaultGrace: cfg.Scheduler.DefaultGrace, GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
 		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
 		Rules: cfg.Rules,
+		TrialAndError: sched.TESettings{Enabled: cfg.TrialAndError.Enabled, Weight: cfg.TrialAndError.Weight,
+			MaxPreemptions: cfg.TrialAndError.MaxPreemptions, Poll: cfg.TrialAndError.Poll},
 	}
 }
 
@@ -185,14 +192,9 @@ func runDaemon(ctx context.Context, args []string, stderr io.Writer, slurm bridg
 }
 
 func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, slurm bridge.Slurm, reload func() (*config.Config, error)) error {
-	st, err := store.Open(cfg.Daemon.StateDir)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	shell := &shellParts{store: st, board: &api.Board{}, metrics: api.NewMetrics(reg), log: log, slurm: slurm}
+	shell := &shellParts{board: &api.Board{}, metrics: api.NewMetrics(reg), log: log, slurm: slurm}
 	if cfg.Daemon.CollectorListen != "" {
 		// One estimator for the process: what it learned outlives a
 		// reload.
@@ -200,23 +202,38 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 		if err != nil {
 			return err
 		}
-		if shell.measured, err = daemon.NewMeasured(table); err != nil {
+		if shell.measured, err = daemon.NewMeasuredWarmUp(table, cfg.Daemon.CollectorWarmUp); err != nil {
 			return err
 		}
 	}
-	d, err := shell.build(cfg)
-	if err != nil {
+	// A configuration that cannot run fails now, not when a standby gets
+	// the state hours later.
+	if _, _, err := shell.parts(cfg, 0); err != nil {
 		return err
+	}
+	st, err := store.Open(cfg.Daemon.StateDir)
+	switch locked := errors.Is(err, store.ErrLocked); {
+	case locked && !cfg.Daemon.Standby:
+		return fmt.Errorf("%w: another daemon runs on this state (daemon.standby = true waits for it)", err)
+	case err != nil && !locked:
+		return err
+	}
+	if st != nil {
+		defer st.Close()
 	}
 	ln, err := api.Listen(cfg.Daemon.Listen)
 	if err != nil {
 		return fmt.Errorf("daemon.listen: %w", err)
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("policy", cfg.Scheduler.Policy).
-		Dur("round", cfg.Scheduler.Round).Strs("partitions", cfg.Slurm.Partitions).
-		Str("default_preempt", string(cfg.Scheduler.DefaultPreempt)).Dur("min_run_time", cfg.Scheduler.EffectiveMinRunTime()).
-		Bool("dry_run", cfg.Scheduler.DryRun).Str("state", st.Path()).Msg("starting")
 
+	// SIGHUP is caught, and a standby says so, before the first request
+	// is answered: a health check never sees a standby as active.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if st == nil {
+		shell.showStandby(cfg, standbyReason(cfg.Daemon.StateDir))
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serveErr := make(chan error, 1)
@@ -226,9 +243,27 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 			return err
 		}
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	if st == nil {
+		if st, cfg, err = shell.waitAsStandby(ctx, cfg, ln.Addr().String(), hup, reload); err != nil {
+			return err
+		}
+		if st == nil {
+			cancel()
+			return <-serveErr // stopped while standby
+		}
+		defer st.Close()
+	}
+	shell.store = st
+	d, err := shell.build(cfg)
+	if err != nil {
+		return err
+	}
+	shell.becomeActive(cfg)
+	log.Info().Str("listen", ln.Addr().String()).Str("policy", cfg.Scheduler.Policy).
+		Dur("round", cfg.Scheduler.Round).Strs("partitions", cfg.Slurm.Partitions).
+		Str("default_preempt", string(cfg.Scheduler.DefaultPreempt)).Dur("min_run_time", cfg.Scheduler.EffectiveMinRunTime()).
+		Bool("dry_run", cfg.Scheduler.DryRun).Str("state", st.Path()).Msg("starting")
+
 	for {
 		next, err := runUntilReload(ctx, d, hup, reload, log)
 		if err != nil {
@@ -255,6 +290,97 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	}
 	cancel()
 	return <-serveErr
+}
+
+// waitAsStandby waits for the state another daemon holds, serving the API
+// meanwhile as a standby, and returns the store once the other daemon has
+// stopped or died (the kernel, or the file server, drops its lock). It
+// returns a nil store when ctx ends first. SIGHUP re-reads the
+// configuration as it does for an active daemon; the one in force at the
+// takeover is returned. The takeover then goes the way of a restart after
+// a crash: the journal's pending actions are resent only when Slurm does
+// not show them done, and a grace signal never.
+func (p *shellParts) waitAsStandby(ctx context.Context, cfg *config.Config, listen string, hup <-chan os.Signal,
+	reload func() (*config.Config, error)) (*store.Store, *config.Config, error) {
+	dir := cfg.Daemon.StateDir
+	why := standbyReason(dir)
+	p.showStandby(cfg, why)
+	p.log.Info().Str("listen", listen).Str("state", filepath.Join(dir, store.FileName)).
+		Msg("standby: another daemon holds the state; waiting to take over")
+	since := time.Now()
+	waitCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	type opened struct {
+		st  *store.Store
+		err error
+	}
+	got := make(chan opened, 1)
+	go func() {
+		st, err := store.OpenWait(waitCtx, dir)
+		got <- opened{st, err}
+	}()
+	for {
+		select {
+		case r := <-got:
+			switch {
+			case r.err == nil:
+				p.log.Info().Dur("waited", time.Since(since)).Str("state", r.st.Path()).
+					Msg("taking over: the state is free; recovering from it as after a restart")
+				return r.st, cfg, nil
+			case ctx.Err() != nil:
+				p.log.Info().Msg("stopped while standby")
+				return nil, cfg, nil
+			default:
+				return nil, cfg, fmt.Errorf("standby: %w", r.err)
+			}
+		case <-hup:
+			next, err := reload()
+			if err == nil {
+				_, _, err = p.parts(next, 0)
+			}
+			if err != nil {
+				p.log.Error().Err(err).Msg("reload: configuration refused; running on the old one")
+				continue
+			}
+			if next.Daemon.StateDir != dir {
+				p.log.Warn().Str("state_dir", next.Daemon.StateDir).Msg("reload: daemon.state_dir changes at the next restart; still waiting for " + dir)
+			}
+			cfg = next
+			p.showStandby(cfg, why)
+			p.log.Info().Str("policy", cfg.Scheduler.Policy).Dur("round", cfg.Scheduler.Round).
+				Strs("partitions", cfg.Slurm.Partitions).Msg("configuration reloaded (standby)")
+		}
+	}
+}
+
+// standbyReason is what a standby says of itself.
+func standbyReason(stateDir string) string {
+	return fmt.Sprintf("another daemon holds the state %s; this one takes over when it stops",
+		filepath.Join(stateDir, store.FileName))
+}
+
+// showStandby publishes that the daemon is a standby: /healthz answers 503
+// with why, status says it in place of a round, gavel_slurm_active is 0
+// and collector reports are turned away.
+func (p *shellParts) showStandby(cfg *config.Config, why string) {
+	p.active.Store(false)
+	p.board.SetStandby(why)
+	p.metrics.SetActive(false)
+	p.board.Publish(api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
+		DryRun: cfg.Scheduler.DryRun, Skipped: "standby: " + why, Standby: true},
+		Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
+}
+
+// becomeActive publishes that the daemon runs rounds; its first round
+// replaces the empty status at once.
+func (p *shellParts) becomeActive(cfg *config.Config) {
+	if p.board.Standby() != "" {
+		p.board.Publish(api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
+			DryRun: cfg.Scheduler.DryRun}, Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
+	}
+	p.board.SetStandby("")
+	p.metrics.SetActive(true)
+	p.active.Store(true)
 }
 
 // runUntilReload runs d until ctx is done (nil, nil) or a SIGHUP brings a
@@ -297,6 +423,9 @@ type shellParts struct {
 	// current the daemon their reports go to (the newest after a reload).
 	measured *daemon.Measured
 	current  atomic.Pointer[daemon.Daemon]
+	// active is set while the daemon holds the state and runs rounds;
+	// a standby turns collector reports away.
+	active atomic.Bool
 }
 
 // tableOf is the reference throughput table the configuration names.
@@ -323,7 +452,7 @@ func (p *shellParts) serveReports(ctx context.Context, cfg *config.Config) error
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle(reports.Path, reports.NewHandler(cfg.Daemon.CollectorTokenFile, sink, p.metrics))
+	mux.Handle(reports.Path, p.whenActive(reports.NewHandler(cfg.Daemon.CollectorTokenFile, sink, p.metrics)))
 	p.log.Info().Str("listen", ln.Addr().String()).Msg("collector reports")
 	go func() {
 		if err := api.Serve(ctx, ln, mux); err != nil {
@@ -333,24 +462,57 @@ func (p *shellParts) serveReports(ctx context.Context, cfg *config.Config) error
 	return nil
 }
 
+// whenActive hands requests to h while the daemon is active and answers
+// 503 while it is a standby: a report it took in would be lost, and the
+// collector's error says where to send it instead.
+func (p *shellParts) whenActive(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !p.active.Load() {
+			http.Error(w, "standby: this daemon does not run rounds; send reports to the active one", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // build makes a daemon for cfg over the kept parts, restoring its state
 // from the store.
 func (p *shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
-	table, err := tableOf(cfg)
+	instance, err := daemon.Instance(p.store)
 	if err != nil {
-		return nil, fmt.Errorf("cluster.throughputs: %w", err)
-	}
-	set := coreSettings(cfg)
-	if set.Instance, err = daemon.Instance(p.store); err != nil {
 		return nil, err
 	}
+	core, slurm, err := p.parts(cfg, instance)
+	if err != nil {
+		return nil, err
+	}
+	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
+		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun, Measured: p.measured})
+	if err != nil {
+		return nil, err
+	}
+	p.current.Store(d)
+	return d, nil
+}
+
+// parts makes the scheduling core for cfg, with the instance number the
+// state gives, and the Slurm client (the one given by tests, if any).
+// Neither touches the state or the network, so a standby checks its
+// configuration with them before it waits.
+func (p *shellParts) parts(cfg *config.Config, instance int) (*daemon.Core, bridge.Slurm, error) {
+	table, err := tableOf(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster.throughputs: %w", err)
+	}
+	set := coreSettings(cfg)
+	set.Instance = instance
 	var est sched.Estimator = sched.TableEstimator{Table: table}
 	if p.measured != nil {
 		est = p.measured
 	}
 	core, err := daemon.NewCore(set, est)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slurm := p.slurm
 	if slurm == nil {
@@ -362,15 +524,9 @@ func (p *shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 		}
 		client, err := rest.New(rc)
 		if err != nil {
-			return nil, fmt.Errorf("slurm: %w", err)
+			return nil, nil, fmt.Errorf("slurm: %w", err)
 		}
 		slurm = client
 	}
-	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
-		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun, Measured: p.measured})
-	if err != nil {
-		return nil, err
-	}
-	p.current.Store(d)
-	return d, nil
+	return core, slurm, nil
 }

@@ -499,3 +499,213 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// standbyDaemon is one of two in-process daemons on one state directory.
+type standbyDaemon struct {
+	sock   string
+	config string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+// startOnSharedState starts a daemon on dir over slurm, with its own API
+// socket and configuration file (policy given), plus extra flags.
+func startOnSharedState(t *testing.T, dir string, slurm bridge.Slurm, policy string, extra ...string) *standbyDaemon {
+	t.Helper()
+	own := t.TempDir()
+	p := &standbyDaemon{sock: filepath.Join(own, "api.sock"), logs: &syncBuffer{}, done: make(chan int, 1)}
+	p.config = filepath.Join(own, "gavel-slurm.toml")
+	p.writeConfig(t, dir, policy)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go func() { p.done <- runDaemon(ctx, append([]string{"--config", p.config}, extra...), p.logs, slurm) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("daemon on %s did not stop", p.sock)
+		}
+	})
+	return p
+}
+
+func (p *standbyDaemon) writeConfig(t *testing.T, dir, policy string) {
+	t.Helper()
+	body := `
+[slurm]
+partitions = ["gpu"]
+[scheduler]
+policy = "` + policy + `"
+round = "1s"
+[daemon]
+state_dir = "` + dir + `"
+listen = "unix:` + p.sock + `"
+`
+	if err := os.WriteFile(p.config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get fetches path from the daemon's API; code 0 when it does not answer.
+func (p *standbyDaemon) get(path string) (int, string) {
+	client, base := api.Client("unix:" + p.sock)
+	resp, err := client.Get(base + path)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (p *standbyDaemon) status() api.Status {
+	var st api.Status
+	if code, body := p.get("/v1/status"); code == 200 {
+		json.Unmarshal([]byte(body), &st) //nolint:errcheck // retried
+	}
+	return st
+}
+
+func (p *standbyDaemon) waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("no %s within %v; logs:\n%s", what, within, p.logs.String())
+}
+
+// A second daemon on the same state waits as a standby: its API answers
+// (status and /healthz say standby, gavel_slurm_active is 0), it reloads
+// its configuration on SIGHUP, and when the active one stops it takes
+// over from the saved state (round counter, time received) with the
+// configuration it reloaded.
+func TestStandbyTakesOverWhenTheActiveStops(t *testing.T) {
+	dir := t.TempDir()
+	slurm := fake.New(time.Now)
+	slurm.AddNode(bridge.Node{Name: "g1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	job := slurm.Submit(bridge.Job{User: "ana", Partition: "gpu", GPUs: 1, Comment: "gavel: model=resnet50-bs64"})
+	if err := slurm.Start(job, "g1"); err != nil {
+		t.Fatal(err)
+	}
+	active := startOnSharedState(t, dir, slurm, "max_min_fairness_perf")
+	active.waitFor(t, "second round", 15*time.Second, func() bool { return active.status().Round.Number >= 2 })
+
+	standby := startOnSharedState(t, dir, slurm, "max_min_fairness_perf")
+	standby.waitFor(t, "standby answer", 10*time.Second, func() bool { code, _ := standby.get("/healthz"); return code != 0 })
+	if code, body := standby.get("/healthz"); code != 503 || !strings.HasPrefix(body, "standby: another daemon holds the state "+filepath.Join(dir, "state.db")) {
+		t.Errorf("standby /healthz = %d %q", code, body)
+	}
+	if st := standby.status(); !st.Round.Standby || st.Round.Number != 0 || len(st.Jobs) != 0 {
+		t.Errorf("standby status %+v", st)
+	}
+	var out bytes.Buffer
+	if rc := runStatus([]string{"--server", "unix:" + standby.sock}, &out, io.Discard); rc != 0 || !strings.Contains(out.String(), "sent nothing: standby: another daemon holds the state") {
+		t.Errorf("status rc=%d:\n%s", rc, out.String())
+	}
+	if _, body := standby.get("/metrics"); !strings.Contains(body, "\ngavel_slurm_active 0\n") {
+		t.Errorf("standby metrics lack gavel_slurm_active 0")
+	}
+	if _, body := active.get("/metrics"); !strings.Contains(body, "\ngavel_slurm_active 1\n") {
+		t.Errorf("active metrics lack gavel_slurm_active 1")
+	}
+	if code, _ := active.get("/healthz"); code != 200 {
+		t.Errorf("active /healthz = %d", code)
+	}
+
+	// SIGHUP reaches both (one process): the standby takes the new policy
+	// and refuses a broken file; the active one's file is unchanged.
+	standby.writeConfig(t, dir, "max_min_fairness")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	standby.waitFor(t, "the reloaded policy", 10*time.Second, func() bool { return standby.status().Round.Policy == "max_min_fairness" })
+	if err := os.WriteFile(standby.config, []byte("[scheduler\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	standby.waitFor(t, "a refused reload", 10*time.Second, func() bool { return strings.Contains(standby.logs.String(), "configuration refused") })
+	if st := standby.status(); st.Round.Policy != "max_min_fairness" || !st.Round.Standby {
+		t.Errorf("standby after a refused reload: %+v", st.Round)
+	}
+
+	before := active.status()
+	stopped := time.Now()
+	active.cancel()
+	if rc := <-active.done; rc != 0 {
+		t.Fatalf("active rc=%d logs:\n%s", rc, active.logs.String())
+	}
+	active.done <- 0 // for the cleanup
+	standby.waitFor(t, "takeover", 10*time.Second, func() bool { code, _ := standby.get("/healthz"); return code == 200 })
+	t.Logf("took over %v after the active daemon stopped", time.Since(stopped).Round(time.Millisecond))
+	standby.waitFor(t, "a round after the takeover", 10*time.Second, func() bool {
+		return standby.status().Round.Number > before.Round.Number
+	})
+	after := standby.status()
+	if after.Round.Policy != "max_min_fairness" || after.Round.Standby {
+		t.Errorf("after the takeover: %+v", after.Round)
+	}
+	if len(after.Jobs) != 1 || len(before.Jobs) != 1 || after.Jobs[0].Received["v100"] < before.Jobs[0].Received["v100"] {
+		t.Errorf("time received lost in the takeover: before %+v after %+v", before.Jobs, after.Jobs)
+	}
+	if _, body := standby.get("/metrics"); !strings.Contains(body, "\ngavel_slurm_active 1\n") {
+		t.Errorf("metrics after the takeover lack gavel_slurm_active 1")
+	}
+	for _, want := range []string{"standby: another daemon holds the state", "configuration reloaded (standby)", "taking over"} {
+		if !strings.Contains(standby.logs.String(), want) {
+			t.Errorf("standby logs lack %q:\n%s", want, standby.logs.String())
+		}
+	}
+}
+
+// A standby stops cleanly (SIGTERM cancels the daemon's context), and with
+// --standby=false a daemon that finds the state held exits with an error
+// saying why; the active one is not disturbed either way.
+func TestStandbyStopsOrIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	slurm := fake.New(time.Now)
+	slurm.AddNode(bridge.Node{Name: "g1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	active := startOnSharedState(t, dir, slurm, "max_min_fairness_perf")
+	active.waitFor(t, "first round", 15*time.Second, func() bool { return active.status().Round.Number >= 1 })
+	tests := map[string]struct {
+		flags    []string
+		stop     bool
+		wantRC   int
+		wantLogs string
+	}{
+		"standby stopped":    {stop: true, wantRC: 0, wantLogs: "stopped while standby"},
+		"standby turned off": {flags: []string{"--standby=false"}, wantRC: 1, wantLogs: "held by another process: another daemon runs on this state (daemon.standby = true waits for it)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			second := startOnSharedState(t, dir, slurm, "max_min_fairness_perf", tc.flags...)
+			if tc.stop {
+				second.waitFor(t, "standby answer", 10*time.Second, func() bool { code, _ := second.get("/healthz"); return code == 503 })
+				second.cancel()
+			}
+			var rc int
+			select {
+			case rc = <-second.done:
+				second.done <- rc
+			case <-time.After(10 * time.Second):
+				t.Fatalf("daemon did not stop; logs:\n%s", second.logs.String())
+			}
+			if rc != tc.wantRC || !strings.Contains(second.logs.String(), tc.wantLogs) {
+				t.Errorf("rc=%d, want %d with %q; logs:\n%s", rc, tc.wantRC, tc.wantLogs, second.logs.String())
+			}
+			if strings.Contains(second.logs.String(), `"message":"round"`) {
+				t.Errorf("the second daemon ran a round while the first held the state")
+			}
+		})
+	}
+	if code, _ := active.get("/healthz"); code != 200 {
+		t.Errorf("active /healthz = %d after the second daemons went", code)
+	}
+	n := active.status().Round.Number
+	active.waitFor(t, "rounds going on", 10*time.Second, func() bool { return active.status().Round.Number > n })
+}

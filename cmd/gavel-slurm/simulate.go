@@ -23,6 +23,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/policy"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 func init() {
@@ -46,13 +47,21 @@ type simFlags struct {
 	multiGPU, multiPriority        bool
 	window                         [2]int
 	round, overhead, resetInterval time.Duration
-	minRunTime                     time.Duration
+	// mechanism is the round mechanism's variant (improved or gavel).
+	mechanism  rounds.Variant
+	minRunTime time.Duration
 	// daemonStep runs the daemon's scheduling step against a simulated
 	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
-	daemonStep          bool
-	grace               time.Duration
-	preemptMode         bridge.PreemptMode
-	script              fake.SignalResponse
+	daemonStep  bool
+	grace       time.Duration
+	preemptMode bridge.PreemptMode
+	script      fake.SignalResponse
+	// estimate hides the true throughputs from the policy, which learns
+	// them by measurement; estimateNoise blurs each measurement.
+	estimate      bool
+	estimateNoise float64
+	// estimateNoTable hides the reference table from the estimator too.
+	estimateNoTable     bool
 	maxActive           int
 	asJSON              bool
 	jobsCSV, writeTrace string
@@ -155,7 +164,15 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	grace := fs.Duration("grace", 60*time.Second, "with --daemon-step: grace period between the warning signal and the requeue")
 	preemptMode := fs.String("preempt-mode", "checkpoint", "with --daemon-step: every job's preemption mode (checkpoint, requeue, never)")
 	script := fs.String("script", "wait", "with --daemon-step: what checkpointing scripts do after saving: wait (for the requeue) or exit")
-	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations")
+	estimateOn := fs.Bool("estimate", false, "hide every job's true throughputs from the policy: it sees only what the learning estimator "+
+		"has measured of the job's own rounds (every job an unknown model)")
+	estimateNoise := fs.Float64("estimate-noise", 0, "with --estimate: spread of each measurement's multiplicative error (0.05: about 5%)")
+	estimateRef := fs.String("estimate-reference", "table", "with --estimate: what the estimator knows in advance: table (the reference table, "+
+		"against which it matches measured jobs) or none (only the jobs it measured)")
+	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations "+
+		"(improved mechanism: between resets of the time received; the allocation follows every arrival and completion)")
+	mechanism := fs.String("mechanism", string(rounds.VariantImproved), "round mechanism: improved (re-solves on arrivals and completions, "+
+		"runs jobs where their allocation puts them) or gavel (the paper's, for reproductions)")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	jobsCSV := fs.String("jobs-csv", "", "write one CSV line per job (arrival, start, finish, time per GPU type) to FILE")
@@ -182,7 +199,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		cpuProfile: *cpuProfile,
 	}
 	var err error
+	if f.mechanism, err = rounds.ParseVariant(*mechanism); err != nil {
+		return nil, fmt.Errorf("--mechanism: %w", err)
+	}
 	f.daemonStep, f.grace = *daemonStep, *grace
+	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
+	f.estimateNoTable = *estimateRef == "none"
 	if f.preemptMode, err = bridge.ParsePreemptMode(*preemptMode); err != nil {
 		return nil, fmt.Errorf("--preempt-mode: %w", err)
 	}
@@ -215,6 +237,16 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--grace %v: must be >= 0", *grace)
 	case *script != "wait" && *script != "exit":
 		return nil, fmt.Errorf("--script %q: must be wait or exit", *script)
+	case f.estimateNoise < 0 || math.IsNaN(f.estimateNoise) || math.IsInf(f.estimateNoise, 0):
+		return nil, fmt.Errorf("--estimate-noise %v: must be a finite number >= 0", f.estimateNoise)
+	case *estimateRef != "table" && *estimateRef != "none":
+		return nil, fmt.Errorf("--estimate-reference %q: must be table or none", *estimateRef)
+	case f.estimateNoTable && !f.estimate:
+		return nil, errors.New("--estimate-reference needs --estimate")
+	case f.estimateNoise > 0 && !f.estimate:
+		return nil, errors.New("--estimate-noise needs --estimate")
+	case f.estimate && f.daemonStep:
+		return nil, errors.New("--estimate runs with the round mechanism; it cannot be combined with --daemon-step")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -387,12 +419,16 @@ func simLoadTable(path string) (*throughputs.Table, error) {
 
 // simConfig builds the simulator configuration of one run.
 func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed int64) sim.Config {
-	return sim.Config{
+	cfg := sim.Config{
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, PolicyName: policyName, Table: table,
-		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(),
+		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(), Mechanism: f.mechanism,
 		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now,
 	}
+	if f.estimate {
+		cfg.Estimate = &sim.Estimation{Noise: f.estimateNoise, NoReference: f.estimateNoTable}
+	}
+	return cfg
 }
 
 // run runs one simulation: the round mechanism, or with --daemon-step the
@@ -406,7 +442,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
-		MaxActive: f.maxActive,
+		MaxActive: f.maxActive, Mechanism: f.mechanism,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()
@@ -455,6 +491,13 @@ func runSingle(f *simFlags, table *throughputs.Table, stdout io.Writer) error {
 		return enc.Encode(res)
 	}
 	report.WriteSummary(stdout, res)
+	if res.Estimated {
+		known := "reference table"
+		if f.estimateNoTable {
+			known = "no reference table"
+		}
+		fmt.Fprintf(stdout, "throughputs: learned by measurement (unknown models, %s, noise %g)\n", known, f.estimateNoise)
+	}
 	return nil
 }
 
@@ -514,18 +557,33 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 			fmt.Fprintln(stderr)
 		}
 	}
-	outcomes := sim.Sweep(points, f.parallel, func(p sim.Point) (*sim.Result, error) {
+	// Finish-time fairness is measured against the isolated policy's run
+	// of each rate and seed, made once and shared by the policies; those
+	// runs go first and into their own CSV, so the chart and sweep.csv
+	// show only the policies asked for.
+	baselines := sim.IsolatedPoints(points)
+	outcomes := sim.Sweep(append(baselines, points...), f.parallel, func(p sim.Point) (*sim.Result, error) {
 		src, err := f.source(table, p.Rate, p.Seed)
 		if err != nil {
 			return nil, err
 		}
 		return f.run(table, p.Policy, p.Seed, src)
 	}, progress)
+	isolated, outcomes := outcomes[:len(baselines)], outcomes[len(baselines):]
+	if err := sim.SetFTFIsolated(outcomes, isolated); err != nil {
+		return err
+	}
 	// Results are written even when some runs failed, so a long sweep is
 	// not lost to one bad point; the failures are reported afterwards.
 	csvPath := filepath.Join(f.out, "sweep.csv")
 	if err := writeFile(csvPath, "sweep CSV", func(w io.Writer) error { return report.WriteSweep(w, outcomes) }); err != nil {
 		return err
+	}
+	if len(isolated) > 0 {
+		isoPath := filepath.Join(f.out, "isolated.csv")
+		if err := writeFile(isoPath, "isolated runs CSV", func(w io.Writer) error { return report.WriteSweep(w, isolated) }); err != nil {
+			return err
+		}
 	}
 	svgPath := filepath.Join(f.out, "avg_jct.svg")
 	if err := simWriteSweepSVG(svgPath, f.sweepSetup(), f.policies, f.sweepRates, outcomes); err != nil {
@@ -533,13 +591,13 @@ func runSweep(f *simFlags, table *throughputs.Table, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "wrote %s and %s\n", csvPath, svgPath)
 	var failed []string
-	for _, o := range outcomes {
+	for _, o := range append(isolated, outcomes...) {
 		if o.Err != nil && !o.Saturated() {
 			failed = append(failed, fmt.Sprintf("%s at %v jobs/h, seed %d: %v", o.Policy, o.Rate, o.Seed, o.Err))
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d runs failed:\n  %s", len(failed), len(outcomes), strings.Join(failed, "\n  "))
+		return fmt.Errorf("%d of %d runs failed:\n  %s", len(failed), len(isolated)+len(outcomes), strings.Join(failed, "\n  "))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,11 @@ func TestSimulateFlagErrors(t *testing.T) {
 		"bad seeds":           {[]string{"--sweep-rates", "1:2:1", "--window", "0:5", "--out", "x", "--seeds", "a"}, `"a" is not an integer`},
 		"bad costs":           {[]string{"--rate", "1", "--jobs", "3", "--costs", "v100=-1"}, "--costs"},
 		"stray argument":      {[]string{"--rate", "1", "--jobs", "3", "extra"}, `unexpected argument "extra"`},
+		"noise alone":         {[]string{"--rate", "1", "--jobs", "3", "--estimate-noise", "0.1"}, "needs --estimate"},
+		"negative noise":      {[]string{"--rate", "1", "--jobs", "3", "--estimate", "--estimate-noise", "-0.1"}, "--estimate-noise -0.1"},
+		"reference alone":     {[]string{"--rate", "1", "--jobs", "3", "--estimate-reference", "none"}, "needs --estimate"},
+		"bad reference":       {[]string{"--rate", "1", "--jobs", "3", "--estimate", "--estimate-reference", "some"}, "must be table or none"},
+		"estimate with step":  {[]string{"--rate", "1", "--jobs", "3", "--estimate", "--daemon-step"}, "cannot be combined with --daemon-step"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -121,20 +127,36 @@ func TestSimulateSweepWritesCSVAndSVG(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "8/8 runs") {
+	// 8 runs of the policies and 4 of the isolated policy, one per rate
+	// and seed, for finish-time fairness.
+	if !strings.Contains(stderr.String(), "12/12 runs") {
 		t.Errorf("no final progress line in %q", stderr.String())
 	}
-	file, err := os.Open(filepath.Join(dir, "sweep.csv"))
-	if err != nil {
-		t.Fatal(err)
+	readCSV := func(name string) [][]string {
+		file, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close()
+		rows, err := csv.NewReader(file).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
 	}
-	defer file.Close()
-	rows, err := csv.NewReader(file).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := readCSV("sweep.csv")
 	if len(rows) != 9 {
 		t.Fatalf("sweep CSV has %d rows, want header + 8", len(rows))
+	}
+	ftf := slices.Index(rows[0], "ftf_isolated")
+	for _, row := range rows[1:] {
+		if v, err := strconv.ParseFloat(row[ftf], 64); err != nil || v <= 0 {
+			t.Errorf("%s at %s jobs/h, seed %s: ftf_isolated %q, want a positive number", row[0], row[1], row[2], row[ftf])
+		}
+	}
+	isolated := readCSV("isolated.csv")
+	if len(isolated) != 5 || isolated[1][0] != "isolated" || isolated[1][ftf] != "1" {
+		t.Errorf("isolated CSV %v, want header + 4 runs of the isolated policy, each at FTF 1 against itself", isolated)
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, "avg_jct.svg"))
 	if err != nil {
@@ -145,5 +167,37 @@ func TestSimulateSweepWritesCSVAndSVG(t *testing.T) {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("SVG lacks %q", want)
 		}
+	}
+}
+
+func TestSimulateEstimate(t *testing.T) {
+	args := []string{"--generate", "static", "--jobs", "6", "--cluster", "v100=2,k80=2", "--seed", "3"}
+	run := func(extra ...string) string {
+		var stdout, stderr bytes.Buffer
+		code := runSimulate(append(slices.Clone(args), extra...), &stdout, &stderr)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, stderr.String())
+		}
+		return stdout.String()
+	}
+	oracle := run()
+	learned := run("--estimate", "--estimate-noise", "0.05")
+	if strings.Contains(oracle, "learned by measurement") {
+		t.Errorf("oracle run says its throughputs were learned:\n%s", oracle)
+	}
+	if !strings.Contains(learned, "throughputs: learned by measurement (unknown models, reference table, noise 0.05)") {
+		t.Errorf("estimated run does not say so:\n%s", learned)
+	}
+	asJSON := run("--estimate", "--json")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(asJSON), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res["estimated"] != true || res["jobs_measured"].(float64) != 6 {
+		t.Errorf("JSON: estimated %v, jobs_measured %v; want true and 6", res["estimated"], res["jobs_measured"])
+	}
+	oracleJSON := run("--json")
+	if strings.Contains(oracleJSON, `"estimated"`) {
+		t.Errorf("oracle JSON names estimation:\n%s", oracleJSON)
 	}
 }

@@ -171,6 +171,7 @@ func renderStatus(w io.Writer, st api.Status) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	renderRates(w, st.Jobs)
 	for _, t := range st.Types {
 		line := fmt.Sprintf("%s: %d GPUs, %d busy, %d running, %d pending, allocation keeps %.2f busy",
 			printable(t.Type), t.GPUs, t.Busy, t.Running, t.Pending, t.AllocatedGPUs)
@@ -194,6 +195,64 @@ func renderStatus(w io.Writer, st api.Status) {
 		line += ", sent nothing: " + printable(r.Skipped)
 	}
 	fmt.Fprintln(w, line)
+}
+
+// renderRates prints, for the managed jobs, their progress and the step
+// rate the policy uses on each GPU type with where it comes from
+// (measured by the collectors, estimated from other jobs, the reference
+// table, or the default), followed by a blank line; nothing when no job
+// has rates.
+func renderRates(w io.Writer, jobs []api.JobStatus) {
+	typeSet := map[string]float64{}
+	for _, j := range jobs {
+		for t := range j.Throughputs {
+			typeSet[t] = 0
+		}
+	}
+	if len(typeSet) == 0 {
+		return
+	}
+	types := sortedTypes(typeSet)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	header := "JOBID\tSTEPS DONE/TOTAL"
+	for _, t := range types {
+		header += "\t" + strings.ToUpper(printable(t)) + " STEPS/S"
+	}
+	fmt.Fprintln(tw, header)
+	for _, j := range jobs {
+		if len(j.Throughputs) == 0 {
+			continue
+		}
+		row := orDash(j.JobID) + "\t" + formatProgress(j)
+		for _, t := range types {
+			r, ok := j.Throughputs[t]
+			if !ok {
+				row += "\t-"
+				continue
+			}
+			row += fmt.Sprintf("\t%.4g %s", r.StepsPerS, orDash(r.Source))
+		}
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+// formatProgress prints "done/total" steps, "-" for what is unknown.
+func formatProgress(j api.JobStatus) string {
+	done, total := "-", "-"
+	if j.StepsDone != nil {
+		done = strconv.FormatInt(*j.StepsDone, 10)
+	}
+	switch {
+	case j.StepsTotal > 0:
+		total = strconv.FormatInt(j.StepsTotal, 10)
+	case j.StepsRemaining > 0 && j.StepsDone != nil:
+		total = strconv.FormatInt(*j.StepsDone+j.StepsRemaining, 10)
+	case j.StepsRemaining > 0:
+		total = strconv.FormatInt(j.StepsRemaining, 10)
+	}
+	return done + "/" + total
 }
 
 // orDash prints a field made safe by printable, or "-" when it is empty.

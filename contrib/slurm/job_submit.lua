@@ -684,6 +684,14 @@ local function parse_preempt(s)
 	return nil, "must be checkpoint, requeue or never: " .. go_quote(s)
 end
 
+local function parse_mixed(s)
+	local l = go_lower(s)
+	if l == "ok" or l == "no" then
+		return l
+	end
+	return nil, "must be ok or no: " .. go_quote(s)
+end
+
 ------------------------------------------------------------ the tag
 
 local PREFIX = "gavel:"
@@ -806,7 +814,7 @@ end
 
 local PARSERS = {
 	steps = parse_steps, weight = parse_weight, slo = parse_duration, grace = parse_duration,
-	class = parse_class, preempt = parse_preempt,
+	class = parse_class, preempt = parse_preempt, mixed = parse_mixed,
 }
 
 local function set(tag, key, value)
@@ -826,7 +834,7 @@ local function set(tag, key, value)
 			err = "must be longer than 0"
 		end
 	else
-		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt)"
+		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed)"
 	end
 	if err then
 		return key .. "= " .. err
@@ -968,6 +976,9 @@ local function format_tag(t)
 	end
 	if t.preempt then
 		add("preempt", t.preempt)
+	end
+	if t.mixed then
+		add("mixed", t.mixed)
 	end
 	return table.concat(parts)
 end

@@ -37,6 +37,7 @@ type wantTag struct {
 	Class   string  `json:"class"`
 	Grace   int64   `json:"grace_s"`
 	Preempt string  `json:"preempt"`
+	Mixed   string  `json:"mixed"`
 }
 
 func (c tagCase) comment(t *testing.T) string {
@@ -122,6 +123,7 @@ func daemonResult(comment string) result {
 	return result{OK: true, Canonical: tag.Format(), Tag: wantTag{
 		Model: tag.Model, Steps: tag.Steps, Weight: tag.Weight, SLO: int64(tag.SLO / time.Second),
 		Entity: tag.Entity, Class: string(tag.Class), Grace: int64(tag.Grace / time.Second), Preempt: string(tag.Preempt),
+		Mixed: string(tag.Mixed),
 	}}
 }
 
@@ -138,7 +140,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 		switch {
 		case f[0] == "err" && len(f) == 3:
 			out[i] = result{Err: unhex(t, f[1]), NoTag: f[2] == "1"}
-		case f[0] == "ok" && len(f) == 10:
+		case f[0] == "ok" && len(f) == 11:
 			num := func(s string) int64 {
 				n, err := strconv.ParseInt(s, 10, 64)
 				if err != nil {
@@ -152,7 +154,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 			}
 			out[i] = result{OK: true, Canonical: unhex(t, f[1]), Tag: wantTag{
 				Model: unhex(t, f[2]), Steps: num(f[3]), Weight: w, SLO: num(f[5]),
-				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9],
+				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9], Mixed: f[10],
 			}}
 		default:
 			t.Fatalf("harness: unexpected line %q", line)
@@ -225,13 +227,13 @@ var (
 	commentPrefixes = []string{"", "gavel:", "GAVEL: ", "run 3 gavel: ", "nogavel: ", "(gavel:", "x;gavel:", "gavel:gavel: "}
 	commentSuffixes = []string{"", ";", "; notes", "; gavel: steps=1", ";nogavel:", " ;x"}
 	separators      = []string{" ", ",", ", ", "\t", "  ", "\n"}
-	keys            = []string{"model", "steps", "weight", "slo", "entity", "class", "grace", "preempt",
-		"STEPS", "Slo", "weİght", "foo", "", "mo.del", "ÉTAPES", "gRACE"}
+	keys            = []string{"model", "steps", "weight", "slo", "entity", "class", "grace", "preempt", "mixed",
+		"STEPS", "MIXED", "Slo", "weİght", "foo", "", "mo.del", "ÉTAPES", "gRACE"}
 	// Pieces of values: numbers, units, words the parser knows, and the
 	// characters that trip parsers up.
 	valuePieces = []string{"0", "1", "5", "9", "10", "250", ".", "e", "E", "+", "-", "_", "k", "M", "b", "G",
 		"s", "m", "h", "d", "w", "ms", "us", "µs", "μs", "ΜS", "ns", "S", ":", "inf", "İ", "\u212a",
-		"te", "be", "trial-and-error", "best-effort", "checkpoint", "requeue", "never", "NEVER",
+		"te", "be", "trial-and-error", "best-effort", "checkpoint", "requeue", "never", "NEVER", "ok", "no",
 		"é", "模", "\u00a0", "\u00ad", "\u202e", "\u2028", "\x01", "\x7f", "\xff", "\xc3", "\U0001f600",
 		" ", ",", ";", "\"", "'", "\\", "="}
 	// Values that are valid for each key, so that many tags parse.
@@ -244,6 +246,7 @@ var (
 		"grace":   {"0", "45s", "2m", "0.4999999995", " 30s ", "1:00"},
 		"class":   {"te", "be", "Trial-And-Error", "best-effort", "TRİAL-AND-ERROR"},
 		"preempt": {"checkpoint", "requeue", "never", "NEVER", "chec\u212apoint"},
+		"mixed":   {"ok", "no", "OK", "o\u212a"},
 	}
 )
 

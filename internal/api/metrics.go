@@ -22,6 +22,7 @@ type Metrics struct {
 	preemptions   prometheus.Counter
 	actions       *prometheus.CounterVec
 	reports       *prometheus.CounterVec
+	active        prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -55,9 +56,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gavel_slurm_actions_total", Help: "Slurm actions by kind and result (sent, failed, dry_run)."}, []string{"kind", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gavel_slurm_collector_reports_total", Help: "Node collector reports by result: accepted, or the kind of rejection (unauthorized, malformed, too_large, stale, invalid, ...)."}, []string{"result"}),
+		active: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_active", Help: "1 while this daemon holds the state and runs rounds, 0 while it waits as a standby for another one."}),
 	}
 	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
-		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports)
+		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active)
 	return m
 }
 
@@ -87,6 +90,16 @@ func (m *Metrics) Accept() { m.reports.WithLabelValues("accepted").Inc() }
 
 // Reject counts a collector report refused, by kind (reports.Counters).
 func (m *Metrics) Reject(kind string) { m.reports.WithLabelValues(kind).Inc() }
+
+// SetActive records whether this daemon runs rounds (true) or waits as a
+// standby (false).
+func (m *Metrics) SetActive(active bool) {
+	v := 0.0
+	if active {
+		v = 1
+	}
+	m.active.Set(v)
+}
 
 // CountPreemption records one preemption.
 func (m *Metrics) CountPreemption() { m.preemptions.Inc() }

@@ -24,6 +24,9 @@ type Board struct {
 	allocation Allocation
 	// healthErr is why the daemon is unhealthy, nil when it is fine.
 	healthErr error
+	// standby says why the daemon waits instead of running rounds
+	// (another one holds the state); empty when it is the active one.
+	standby string
 }
 
 // Publish replaces the documents served.
@@ -38,6 +41,23 @@ func (b *Board) SetHealth(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.healthErr = err
+}
+
+// SetStandby marks the daemon as a standby waiting for the state, with
+// why; an empty why marks it active. A standby's /healthz answers 503, so
+// that a load balancer or a virtual IP's health check picks the active
+// daemon.
+func (b *Board) SetStandby(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.standby = why
+}
+
+// Standby returns why the daemon is a standby, "" when it is active.
+func (b *Board) Standby() string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.standby
 }
 
 // Status returns the latest status.
@@ -72,6 +92,10 @@ func Handler(board *Board, gatherer prometheus.Gatherer) http.Handler {
 		writeJSON(w, board.Allocation())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if why := board.Standby(); why != "" {
+			http.Error(w, "standby: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		if err := board.Health(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
 			return

@@ -97,6 +97,47 @@ func TestHandlerRoutes(t *testing.T) {
 	}
 }
 
+// A standby answers /healthz with 503 and says so, whatever its health;
+// once active, its health decides again. gavel_slurm_active follows.
+func TestStandbyHealthAndMetric(t *testing.T) {
+	tests := map[string]struct {
+		standby    string
+		health     error
+		wantCode   int
+		wantBody   string
+		wantActive float64
+	}{
+		"standby":                 {standby: "another daemon holds /s/state.db", wantCode: 503, wantBody: "standby: another daemon holds /s/state.db", wantActive: 0},
+		"standby beats unhealthy": {standby: "waiting", health: errors.New("no round"), wantCode: 503, wantBody: "standby: waiting", wantActive: 0},
+		"active and healthy":      {wantCode: 200, wantBody: "ok", wantActive: 1},
+		"active and unhealthy":    {health: errors.New("no round for 5m"), wantCode: 503, wantBody: "unhealthy: no round for 5m", wantActive: 1},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			board := &Board{}
+			reg := prometheus.NewRegistry()
+			m := NewMetrics(reg)
+			board.SetHealth(tc.health)
+			board.SetStandby(tc.standby)
+			m.SetActive(tc.standby == "")
+			srv := httptest.NewServer(Handler(board, reg))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/healthz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantCode || strings.TrimSpace(string(body)) != tc.wantBody {
+				t.Errorf("/healthz = %d %q, want %d %q", resp.StatusCode, body, tc.wantCode, tc.wantBody)
+			}
+			if got := testutil.ToFloat64(m.active); got != tc.wantActive {
+				t.Errorf("gavel_slurm_active = %v, want %v", got, tc.wantActive)
+			}
+		})
+	}
+}
+
 func TestMetricsDropFinishedJobs(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)

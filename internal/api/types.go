@@ -42,6 +42,9 @@ type Round struct {
 	// Skipped is non-empty when the last round sent nothing on purpose
 	// (the snapshot failed or looked wrong); it says why.
 	Skipped string `json:"skipped,omitempty"`
+	// Standby is set while this daemon waits for another one to release
+	// the state; it runs no rounds until then, and Skipped says why.
+	Standby bool `json:"standby,omitempty"`
 	// ActionsSent and ActionsFailed count the last round's Slurm actions.
 	ActionsSent   int `json:"actions_sent"`
 	ActionsFailed int `json:"actions_failed"`
@@ -82,6 +85,15 @@ type JobStatus struct {
 	// Grace says where a preemption in progress stands ("grace until
 	// 09:01:05", "requeued"); empty otherwise.
 	Grace string `json:"grace,omitempty"`
+	// StepsDone is the cumulative step count the job last reported
+	// through its progress file; absent when it reported none.
+	StepsDone *int64 `json:"steps_done,omitempty"`
+	// StepsRemaining is what the policies take the job to have left: its
+	// tag's steps= less StepsDone (at least 1 while it runs past them);
+	// absent when the tag gives no total.
+	StepsRemaining int64 `json:"steps_remaining,omitempty"`
+	// StepsTotal is the steps its tag announced; absent when none.
+	StepsTotal int64 `json:"steps_total,omitempty"`
 }
 
 // Throughput is one job's step rate on one GPU type and where it comes

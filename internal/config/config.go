@@ -26,6 +26,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/duration"
 	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 // DefaultPath is where the daemon looks for its configuration.
@@ -41,6 +42,26 @@ type Config struct {
 	// weights and entities come from: the [limits], [entities] and
 	// [weights] sections.
 	Rules siterules.Rules
+	// TrialAndError is the [trial_and_error] section: class=te jobs.
+	TrialAndError TrialAndError
+}
+
+// TrialAndError configures trial-and-error jobs (FitGpp): a waiting
+// class=te job that no free GPUs fit gets room between rounds by the
+// preemption of best-effort jobs.
+type TrialAndError struct {
+	// Enabled turns the class on. Off (the default), class=te jobs are
+	// scheduled like any other: a site opts in, and bounds who may use
+	// the class with [limits] allowed_classes.
+	Enabled bool
+	// Weight is FitGpp's s: how much a victim's grace period counts
+	// against its size when victims are ranked.
+	Weight float64
+	// MaxPreemptions spares jobs requeued that many times already (0: no
+	// cap).
+	MaxPreemptions int
+	// Poll is how often waiting TE jobs are looked for between rounds.
+	Poll time.Duration
 }
 
 // Slurm says how to reach and drive the Slurm controller.
@@ -93,8 +114,13 @@ type Scheduler struct {
 	Round time.Duration
 	// MinResetInterval is the shortest time between two allocation
 	// recomputations: arrivals and completions closer together than this
-	// are batched into one reset.
+	// are batched into one reset. With the improved mechanism the
+	// allocation follows every event and this is the shortest time
+	// between two resets of the time each job received.
 	MinResetInterval time.Duration
+	// Mechanism is the round mechanism: "improved" (the default) or
+	// "gavel" (the paper's).
+	Mechanism string
 	// DefaultGrace is how long a running job has between the preemption
 	// signal and its requeue, unless its tag asks for another value.
 	DefaultGrace time.Duration
@@ -141,6 +167,16 @@ type Daemon struct {
 	CollectorListen string
 	// CollectorTokenFile holds the secret collectors authenticate with.
 	CollectorTokenFile string
+	// Standby makes a daemon that finds the state held by another one
+	// wait for it (serving its read-only API, saying it is standby) and
+	// take over when the other stops or dies; false makes it exit.
+	Standby bool
+	// CollectorWarmUp is how long after a job starts its measured rates
+	// are left out: the first minutes of a run load data, compile and
+	// restore a checkpoint, and would say the job is slower than it is.
+	// It must exceed one collector interval for the first one to be
+	// skipped.
+	CollectorWarmUp time.Duration
 	// AdoptAdminHolds makes the first round take managed jobs held by an
 	// admin, which the state store does not know, for the daemon's own
 	// holds: recovery after the state directory was lost. Flag only
@@ -160,11 +196,13 @@ func Default() Config {
 			Scontrol:    "/usr/bin/scontrol",
 			ReadTimeout: time.Minute,
 		},
-		Cluster: Cluster{Throughputs: "simulation"},
+		Cluster:       Cluster{Throughputs: "simulation"},
+		TrialAndError: TrialAndError{Weight: 4, MaxPreemptions: 2, Poll: 5 * time.Second},
 		Scheduler: Scheduler{
 			Policy:           "max_min_fairness_perf",
 			Round:            6 * time.Minute,
 			MinResetInterval: 0,
+			Mechanism:        string(rounds.VariantImproved),
 			DefaultGrace:     60 * time.Second,
 			GraceSignal:      "USR1",
 			// Never stopping a running job is the only mode that is safe
@@ -179,6 +217,13 @@ func Default() Config {
 			// Collectors on other nodes reach the daemon over the
 			// network: off until the site sets an address.
 			CollectorTokenFile: "/etc/gavel-slurm/collector.token",
+			CollectorWarmUp:    2 * time.Minute,
+			// A second daemon on a shared state directory is the
+			// backup controller: waiting is what it is there for, and
+			// the state's lock keeps it from acting while the other
+			// lives. Exiting would only have systemd restart it, again
+			// and again.
+			Standby: true,
 		},
 		Rules: siterules.Default(),
 	}
@@ -207,6 +252,7 @@ type file struct {
 		Policy           *string        `toml:"policy"`
 		Round            *duration.Flag `toml:"round"`
 		MinResetInterval *duration.Flag `toml:"min_reset_interval"`
+		Mechanism        *string        `toml:"mechanism"`
 		DefaultGrace     *duration.Flag `toml:"default_grace"`
 		GraceSignal      *string        `toml:"grace_signal"`
 		DefaultPreempt   *string        `toml:"default_preempt"`
@@ -214,12 +260,20 @@ type file struct {
 		DryRun           *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
-		StateDir           *string `toml:"state_dir"`
-		Listen             *string `toml:"listen"`
-		LogLevel           *string `toml:"log_level"`
-		CollectorListen    *string `toml:"collector_listen"`
-		CollectorTokenFile *string `toml:"collector_token_file"`
+		StateDir           *string        `toml:"state_dir"`
+		Listen             *string        `toml:"listen"`
+		LogLevel           *string        `toml:"log_level"`
+		CollectorListen    *string        `toml:"collector_listen"`
+		CollectorTokenFile *string        `toml:"collector_token_file"`
+		CollectorWarmUp    *duration.Flag `toml:"collector_warm_up"`
+		Standby            *bool          `toml:"standby"`
 	} `toml:"daemon"`
+	TrialAndError struct {
+		Enabled        *bool          `toml:"enabled"`
+		Weight         *float64       `toml:"weight"`
+		MaxPreemptions *int           `toml:"max_preemptions"`
+		Poll           *duration.Flag `toml:"poll"`
+	} `toml:"trial_and_error"`
 	Limits struct {
 		limitsFile
 		Partition map[string]limitsFile `toml:"partition"`
@@ -321,6 +375,7 @@ func Parse(data []byte) (*Config, error) {
 	setDuration(&c.Slurm.ReadTimeout, f.Slurm.ReadTimeout)
 	setDuration(&c.Scheduler.Round, f.Scheduler.Round)
 	setDuration(&c.Scheduler.MinResetInterval, f.Scheduler.MinResetInterval)
+	setString(&c.Scheduler.Mechanism, f.Scheduler.Mechanism)
 	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
@@ -339,6 +394,20 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
 	setString(&c.Daemon.CollectorListen, f.Daemon.CollectorListen)
 	setString(&c.Daemon.CollectorTokenFile, f.Daemon.CollectorTokenFile)
+	setDuration(&c.Daemon.CollectorWarmUp, f.Daemon.CollectorWarmUp)
+	if te := f.TrialAndError; te.Enabled != nil {
+		c.TrialAndError.Enabled = *te.Enabled
+	}
+	if te := f.TrialAndError; te.Weight != nil {
+		c.TrialAndError.Weight = *te.Weight
+	}
+	if te := f.TrialAndError; te.MaxPreemptions != nil {
+		c.TrialAndError.MaxPreemptions = *te.MaxPreemptions
+	}
+	setDuration(&c.TrialAndError.Poll, f.TrialAndError.Poll)
+	if f.Daemon.Standby != nil {
+		c.Daemon.Standby = *f.Daemon.Standby
+	}
 	if err := f.applyRules(&c.Rules); err != nil {
 		return nil, err
 	}
@@ -462,6 +531,7 @@ var Overridable = map[string]string{
 	"scheduler.default_preempt": "default-preempt",
 	"scheduler.min_run_time":    "min-run-time",
 	"daemon.collector_listen":   "collector-listen",
+	"daemon.standby":            "standby",
 }
 
 // Set overrides one key with a command-line value. Call Validate after the
@@ -498,6 +568,12 @@ func (c *Config) Set(key, value string) error {
 		c.Daemon.Listen = value
 	case "daemon.collector_listen":
 		c.Daemon.CollectorListen = value
+	case "daemon.standby":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a boolean", key, value)
+		}
+		c.Daemon.Standby = b
 	default:
 		return fmt.Errorf("%s: not a key that can be overridden", key)
 	}
@@ -605,6 +681,9 @@ func (c *Config) Validate() error {
 	if c.Scheduler.MinResetInterval < 0 {
 		bad("scheduler.min_reset_interval", "%s is negative", c.Scheduler.MinResetInterval)
 	}
+	if _, err := rounds.ParseVariant(c.Scheduler.Mechanism); err != nil {
+		bad("scheduler.mechanism", "%q is neither \"improved\" nor \"gavel\"", c.Scheduler.Mechanism)
+	}
 	if c.Scheduler.DefaultGrace < 0 {
 		bad("scheduler.default_grace", "%s is negative", c.Scheduler.DefaultGrace)
 	}
@@ -640,6 +719,18 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(c.Daemon.CollectorTokenFile) {
 			bad("daemon.collector_token_file", "%q is not an absolute path", c.Daemon.CollectorTokenFile)
 		}
+	}
+	if w := c.TrialAndError.Weight; !(w >= 0) || math.IsInf(w, 0) {
+		bad("trial_and_error.weight", "%v is not a number of 0 or more", w)
+	}
+	if c.TrialAndError.MaxPreemptions < 0 {
+		bad("trial_and_error.max_preemptions", "%d is negative", c.TrialAndError.MaxPreemptions)
+	}
+	if c.TrialAndError.Poll < time.Second {
+		bad("trial_and_error.poll", "%s is under a second (each look reads the whole queue)", c.TrialAndError.Poll)
+	}
+	if c.Daemon.CollectorWarmUp < 0 {
+		bad("daemon.collector_warm_up", "%s is negative", c.Daemon.CollectorWarmUp)
 	}
 	switch c.Daemon.LogLevel {
 	case "debug", "info", "warn", "error":

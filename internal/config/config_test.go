@@ -23,6 +23,9 @@ func TestParseValues(t *testing.T) {
 				if c.Scheduler.Round != 6*time.Minute || c.Daemon.Listen != "127.0.0.1:8390" || c.Scheduler.DryRun {
 					t.Errorf("defaults changed: %+v", c)
 				}
+				if !c.Daemon.Standby {
+					t.Error("standby is off by default: a second daemon on the same state would exit instead of waiting")
+				}
 				if c.Scheduler.DefaultPreempt != bridge.PreemptNever {
 					t.Errorf("default_preempt = %q, want never", c.Scheduler.DefaultPreempt)
 				}
@@ -87,6 +90,7 @@ v100 = 2.48
 policy = "finish_time_fairness_perf"
 round = "20s"
 min_reset_interval = "1m30s"
+mechanism = "gavel"
 default_grace = "5s"
 grace_signal = "USR2"
 default_preempt = "Checkpoint"
@@ -98,18 +102,27 @@ listen = "unix:/run/gavel-slurm.sock"
 log_level = "debug"
 collector_listen = "0.0.0.0:8391"
 collector_token_file = "/etc/gavel-slurm/reports.token"
+collector_warm_up = "45s"
+standby = false
+[trial_and_error]
+enabled = true
+weight = 2.5
+max_preemptions = 0
+poll = "3s"
 `,
 			check: func(t *testing.T, c *Config) {
 				want := Config{
 					Slurm: Slurm{RestURL: "https://ctl.example:6820", APIVersion: "v0.0.42", TokenFile: "/run/jwt", User: "root",
 						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol", ReadTimeout: 2 * time.Minute},
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
-					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second,
+					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second, Mechanism: "gavel",
 						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
 						MinRunTime: 15 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
-						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token"},
-					Rules: siterules.Default(),
+						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token",
+						CollectorWarmUp: 45 * time.Second, Standby: false},
+					Rules:         siterules.Default(),
+					TrialAndError: TrialAndError{Enabled: true, Weight: 2.5, MaxPreemptions: 0, Poll: 3 * time.Second},
 				}
 				if !reflect.DeepEqual(*c, want) {
 					t.Errorf("got  %+v\nwant %+v", *c, want)
@@ -206,6 +219,10 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"round too short":          {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
 		"negative grace":           {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
 		"negative reset interval":  {"[scheduler]\nmin_reset_interval = \"-1s\"", "scheduler.min_reset_interval"},
+		"unknown mechanism":        {"[scheduler]\nmechanism = \"ideal\"", "scheduler.mechanism"},
+		"negative TE weight":       {"[trial_and_error]\nweight = -1.0", "trial_and_error.weight"},
+		"negative TE cap":          {"[trial_and_error]\nmax_preemptions = -1", "trial_and_error.max_preemptions"},
+		"TE poll too short":        {"[trial_and_error]\npoll = \"100ms\"", "trial_and_error.poll"},
 		"bad signal":               {"[scheduler]\ngrace_signal = \"KILL\"", "scheduler.grace_signal"},
 		"bad policy name":          {"[scheduler]\npolicy = \"Max Min\"", "scheduler.policy"},
 		"dry_run not bool":         {"[scheduler]\ndry_run = \"yes\"", "scheduler.dry_run"},
@@ -412,6 +429,8 @@ func TestSetOverrides(t *testing.T) {
 		"listen":              {key: "daemon.listen", value: "0.0.0.0:9000", check: func(c *Config) bool { return c.Daemon.Listen == "0.0.0.0:9000" }},
 		"bad round":           {key: "scheduler.round", value: "soon", wantErr: "scheduler.round"},
 		"bad bool":            {key: "scheduler.dry_run", value: "maybe", wantErr: "scheduler.dry_run"},
+		"standby off":         {key: "daemon.standby", value: "false", check: func(c *Config) bool { return !c.Daemon.Standby }},
+		"bad standby":         {key: "daemon.standby", value: "backup", wantErr: "daemon.standby"},
 		"not overridden":      {key: "slurm.user", value: "x", wantErr: "slurm.user"},
 	}
 	for name, tc := range tests {
@@ -435,7 +454,7 @@ func TestSetOverrides(t *testing.T) {
 }
 
 func TestOverridableKeysAreSettable(t *testing.T) {
-	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false",
+	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false", "daemon.standby": "true",
 		"scheduler.min_run_time": "10m", "scheduler.default_preempt": "requeue"}
 	for key := range Overridable {
 		c := Default()
@@ -479,8 +498,8 @@ func TestShippedExampleParses(t *testing.T) {
 	}
 	text := string(data)
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
-		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval",
-		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level",
+		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval", "mechanism",
+		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level", "standby",
 		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "allowed_classes", "allowed_preempt",
 		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
 		"[weights.qos]", "allow_tag_weight"} {

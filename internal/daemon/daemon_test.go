@@ -580,6 +580,7 @@ func TestReconcileVerdicts(t *testing.T) {
 		{ID: 3, State: bridge.JobRunning, Restarts: 1},
 		{ID: 4, State: bridge.JobPending, Restarts: 2, Reason: "BeginTime"},
 		{ID: 5, State: bridge.JobCompleted},
+		{ID: 6, State: bridge.JobPending, Nodes: 2, GPUs: 4, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"},
 	}
 	snap, err := bridge.NewSnapshot(epoch, "", nil, jobs)
 	if err != nil {
@@ -606,6 +607,10 @@ func TestReconcileVerdicts(t *testing.T) {
 		{"begin-now not landed", bridge.Action{Kind: bridge.ActBeginNow, Job: 4}, 2, 1, VerdictResend},
 		{"job finished", bridge.Action{Kind: bridge.ActRelease, Job: 5}, 0, 1, VerdictDone},
 		{"job gone", bridge.Action{Kind: bridge.ActHold, Job: 99}, 0, 1, VerdictDone},
+		// A mixed-type shape: shown when node count, GPUs and constraint match.
+		{"shape shown", bridge.Action{Kind: bridge.ActSetShape, Job: 6, Nodes: 2, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"}, 0, 1, VerdictDone},
+		{"shape not shown", bridge.Action{Kind: bridge.ActSetShape, Job: 6, Nodes: 1, GPUs: 4, Constraints: "v100"}, 0, 1, VerdictResend},
+		{"shape of a running job", bridge.Action{Kind: bridge.ActSetShape, Job: 3, Nodes: 2, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"}, 1, 1, VerdictDone},
 	}
 	var pending []store.Entry
 	for i, tc := range tests {

@@ -37,6 +37,13 @@ func NewMeasuredWith(table *throughputs.Table, opts estimate.Options) (*Measured
 	return &Measured{est: e, table: sched.TableEstimator{Table: table}}, nil
 }
 
+// NewMeasuredWarmUp is NewMeasured that leaves out each run's first
+// warmUp of measurements; 0 takes every report (the estimator's own zero
+// means its default).
+func NewMeasuredWarmUp(table *throughputs.Table, warmUp time.Duration) (*Measured, error) {
+	return NewMeasuredWith(table, estimate.Options{WarmUp: max(warmUp, time.Nanosecond)})
+}
+
 // Rates implements sched.Estimator.
 func (m *Measured) Rates(job sched.JobQuery, types []string, now time.Time) (string, map[string]sched.Rate) {
 	// The model's name as status shows it is the table's resolution.
@@ -46,6 +53,13 @@ func (m *Measured) Rates(job sched.JobQuery, types []string, now time.Time) (str
 		out[t] = sched.Rate{StepsPerSecond: e.StepsPerSecond, Source: string(e.Source), Detail: e.Detail}
 	}
 	return name, out
+}
+
+// StepsDone implements sched.Progress: the job's latest reported
+// cumulative steps.
+func (m *Measured) StepsDone(jobID string) (int64, bool) {
+	done, _, ok := m.est.StepsDone(jobID)
+	return done, ok
 }
 
 // Version implements sched.Versioned.
@@ -121,6 +135,11 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 				StepsPerSecond: *rj.StepsPerS, At: r.Time}
 			if !j.StartTime.IsZero() {
 				m.SinceStart = r.Time.Sub(j.StartTime)
+			}
+			if rj.Steps != nil {
+				// The job's progress: what the policies count its
+				// remaining steps down from (sched.Progress).
+				m.Steps = *rj.Steps
 			}
 			if err := d.Measured.Observe(m); err != nil {
 				dropped++

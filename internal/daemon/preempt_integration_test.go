@@ -49,13 +49,18 @@ func TestPreemptionLosesNoJobWhateverItsScriptDoes(t *testing.T) {
 			kindOf[id] = kind
 		}
 	}
+	// The grace period leaves a self-requeuing script time to requeue
+	// itself on a loaded machine: bash runs the trap only after its
+	// current sleep, and slurmrestd delivers the signal when it can. A
+	// job still running when its grace period ends is requeued by the
+	// daemon, rightly, and would count against it here.
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 5 * time.Second,
-		DefaultGrace: 3 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
+		DefaultGrace: 6 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	p.run(t, 50*time.Second)
 	// Let the grace periods that are still running end, without new
 	// rounds, as the daemon would between rounds.
-	for range 8 {
+	for range 10 {
 		time.Sleep(time.Second)
 		p.d.RunGraces(context.Background())
 	}

@@ -86,6 +86,15 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 		return !j.Held, fmt.Sprintf("held=%v", j.Held)
 	case bridge.ActSetConstraints:
 		return j.Constraints == a.Constraints || running, fmt.Sprintf("constraints %q", j.Constraints)
+	case bridge.ActSetShape:
+		// The request as Slurm shows it: node count, GPUs per node (or in
+		// all, when none per node is set) and the constraint.
+		gpus := a.GPUs
+		if a.GPUsPerNode > 0 {
+			gpus = a.Nodes * a.GPUsPerNode
+		}
+		same := j.Nodes == a.Nodes && j.GPUsPerNode == a.GPUsPerNode && j.GPUs == gpus && j.Constraints == a.Constraints
+		return same || running, fmt.Sprintf("nodes %d, %d GPUs (%d per node), constraints %q", j.Nodes, j.GPUs, j.GPUsPerNode, j.Constraints)
 	case bridge.ActBeginNow:
 		return j.Reason != "BeginTime" || running, "reason " + j.Reason
 	case bridge.ActSignal:

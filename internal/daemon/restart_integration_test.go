@@ -123,6 +123,62 @@ func fetchStatusDoc(t *testing.T, addr string) api.Status {
 	return st
 }
 
+// journaledPreemption is a grace signal or requeue the journal holds.
+type journaledPreemption struct {
+	Action
+	entry store.Entry
+}
+
+// auditPreemptions reads the journal a stopped daemon left in stateDir and
+// checks it: no entry left pending, no grace signal or requeue journaled
+// twice for one run of a job. It returns those preemption actions, and the
+// requeues Slurm carried out per job.
+func auditPreemptions(t *testing.T, stateDir string) ([]journaledPreemption, map[bridge.JobID]int) {
+	t.Helper()
+	st, err := store.Open(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.Recent(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type run struct {
+		job      bridge.JobID
+		kind     bridge.ActionKind
+		restarts int
+	}
+	seen := map[run]uint64{}
+	requeues := map[bridge.JobID]int{}
+	var out []journaledPreemption
+	for _, e := range entries {
+		if e.State == store.Pending {
+			t.Errorf("journal entry left pending: %+v", e)
+		}
+		var a Action
+		if err := json.Unmarshal(e.Payload, &a); err != nil {
+			t.Fatalf("entry %d: %v", e.Seq, err)
+		}
+		if e.Attempts > 1 {
+			t.Logf("entry %d (%s) was resent after the daemon stopped", e.Seq, a.Action)
+		}
+		if a.Kind != bridge.ActSignal && a.Kind != bridge.ActRequeueHold && a.Kind != bridge.ActRequeue {
+			continue
+		}
+		key := run{a.Job, a.Kind, a.Restarts}
+		if seq, dup := seen[key]; dup {
+			t.Errorf("%s journaled twice for the same run (entries %d and %d)", a.Action, seq, e.Seq)
+		}
+		seen[key] = e.Seq
+		if a.Kind != bridge.ActSignal && e.State == store.Done {
+			requeues[a.Job]++
+		}
+		out = append(out, journaledPreemption{a, e})
+	}
+	return out, requeues
+}
+
 // Killing the daemon with SIGKILL while it sends a round's actions and
 // starting it again loses no state (time received keeps growing from where
 // it was) and repeats no action: every preemption (signal, requeue) is
@@ -186,45 +242,7 @@ min_run_time = "0s"
 		t.Errorf("daemon did not stop cleanly: %v", err)
 	}
 
-	st, err := store.Open(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	entries, err := st.Recent(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type preemption struct {
-		job      bridge.JobID
-		kind     bridge.ActionKind
-		restarts int
-	}
-	seen := map[preemption]uint64{}
-	requeues := map[bridge.JobID]int{}
-	for _, e := range entries {
-		if e.State == store.Pending {
-			t.Errorf("journal entry left pending: %+v", e)
-		}
-		var a Action
-		if err := json.Unmarshal(e.Payload, &a); err != nil {
-			t.Fatalf("entry %d: %v", e.Seq, err)
-		}
-		if a.Kind != bridge.ActSignal && a.Kind != bridge.ActRequeueHold && a.Kind != bridge.ActRequeue {
-			continue
-		}
-		key := preemption{a.Job, a.Kind, a.Restarts}
-		if seq, dup := seen[key]; dup {
-			t.Errorf("%s journaled twice for the same run (entries %d and %d)", a.Action, seq, e.Seq)
-		}
-		seen[key] = e.Seq
-		if a.Kind != bridge.ActSignal && e.State == store.Done {
-			requeues[a.Job]++
-		}
-		if e.Attempts > 1 {
-			t.Logf("entry %d (%s) was resent after the crash", e.Seq, a.Action)
-		}
-	}
+	_, requeues := auditPreemptions(t, stateDir)
 	total := 0
 	for _, id := range jobs {
 		j := env.Job(t, id)

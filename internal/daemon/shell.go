@@ -37,7 +37,7 @@ var NewCore = sched.NewCore
 func toStore(r sched.Record) store.JobRecord {
 	out := store.JobRecord{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
 		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
-		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, Preempt: r.Preempt,
+		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, GraceForTE: r.GraceForTE, Preempt: r.Preempt,
 		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
 	if r.Estimates != nil {
 		out.Estimates = make(map[string]store.Estimate, len(r.Estimates))
@@ -52,7 +52,7 @@ func toStore(r sched.Record) store.JobRecord {
 func fromStore(r store.JobRecord) sched.Record {
 	out := sched.Record{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
 		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
-		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, Preempt: r.Preempt,
+		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, GraceForTE: r.GraceForTE, Preempt: r.Preempt,
 		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
 	if r.Estimates != nil {
 		out.Estimates = make(map[string]sched.Estimate, len(r.Estimates))
@@ -104,6 +104,11 @@ func jobStatus(jv sched.JobView) api.JobStatus {
 	}
 	if jv.Managed {
 		js.SinceArrival = jv.SinceArrival.Seconds()
+		js.StepsRemaining, js.StepsTotal = jv.StepsRemaining, jv.StepsTotal
+		if jv.StepsDone >= 0 {
+			done := jv.StepsDone
+			js.StepsDone = &done
+		}
 	}
 	if len(jv.Throughputs) > 0 {
 		js.Throughputs = make(map[string]api.Throughput, len(jv.Throughputs))

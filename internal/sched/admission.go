@@ -106,6 +106,10 @@ func (c *Core) admit(j bridge.Job) Admission {
 		return Admission{}
 	}
 	own, ok := ownFeatures(j.Constraints, c.isGPUType)
+	if !ok && j.Tag.MixedOK() && isMixConstraint(j.Constraints, c.isGPUType) {
+		// The daemon's own request for a mix (mixed.go).
+		own, ok = nil, true
+	}
 	if !ok {
 		return no(ConstraintOperators, "--constraint=%q uses operators other than & (the daemon adds the GPU type to a job's own features with &)", j.Constraints)
 	}

@@ -14,8 +14,12 @@ import (
 func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 	unmanaged := map[string]int{}
 	managed := map[string]int{}
+	types := nodeTypes(snap)
 	for _, j := range snap.Jobs {
-		if !isRunning(j) {
+		if !isRunning(j) || c.mixOf(j, types) != nil {
+			// A job on a mix of types is left out of the managed count:
+			// its GPUs are then the node's others', which the rounds do
+			// not place on while it holds them (mixed.go).
 			continue
 		}
 		per := perNode(j)
@@ -63,6 +67,7 @@ func (c *Core) syncCluster(servers []rounds.Server, now float64) error {
 		// rather than leaving its GPUs idle: on a real cluster idle GPUs
 		// cost more than a slightly unfair round.
 		opts.HoldUnallocated = false
+		opts = c.set.Mechanism.Apply(opts)
 		m, err := rounds.New(rounds.Cluster{Servers: servers}, opts)
 		if err != nil {
 			return err
@@ -98,8 +103,13 @@ func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
 	}
 	gap := min(now.Sub(c.lastRound), 2*c.set.Round)
 	var usages []rounds.Usage
+	types := nodeTypes(snap)
 	for _, j := range snap.Jobs {
 		js := c.jobs[j.ID.String()]
+		if mix := c.mixOf(j, types); mix != nil && js != nil && js.scale != 0 {
+			usages = append(usages, c.creditMix(js, j, mix, gap, now)...)
+			continue
+		}
 		if js == nil || js.scale == 0 || j.State != bridge.JobRunning || !c.typeManaged(j.RunningGPUType) {
 			continue
 		}
@@ -132,10 +142,22 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 	}
 	next := map[string]int{}
 	var out []rounds.Assignment
+	var types map[string]string
 	for _, j := range snap.Jobs {
 		js := c.jobs[j.ID.String()]
 		if js == nil || js.scale == 0 || !isRunning(j) {
 			continue
+		}
+		if j.RunningGPUType == "" && j.Tag.MixedOK() {
+			if types == nil {
+				types = nodeTypes(snap)
+			}
+			if c.mixOf(j, types) != nil {
+				// On a mix of types: it keeps those GPUs until it ends,
+				// and must not be selected for, and hold, other GPUs.
+				out = append(out, rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Pin: rounds.PinOutside})
+				continue
+			}
 		}
 		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now)}
 		per := perNode(j)

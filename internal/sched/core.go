@@ -40,8 +40,12 @@ type Settings struct {
 	// CostPerGPUHour feeds the cost policies.
 	CostPerGPUHour map[string]float64
 	Round          time.Duration
-	// MinResetInterval batches allocation recomputations.
+	// MinResetInterval batches allocation recomputations (with the
+	// improved mechanism: resets of the time received).
 	MinResetInterval time.Duration
+	// Mechanism is the round mechanism's variant; empty is
+	// rounds.VariantGavel.
+	Mechanism rounds.Variant
 	// DefaultGrace is the time between the preemption signal and the
 	// requeue unless a job's tag sets its own.
 	DefaultGrace time.Duration
@@ -62,6 +66,8 @@ type Settings struct {
 	// Instance (0 to 999) marks the priorities this daemon sets, so that
 	// another daemon acting on the same jobs is noticed (trust.go).
 	Instance int
+	// TrialAndError configures class=te jobs (te.go).
+	TrialAndError TESettings
 	// AdoptAdminHolds: in the first round, managed jobs held by an admin
 	// that no saved record names are taken for the daemon's own holds
 	// (recovery after the state directory was lost).
@@ -111,6 +117,9 @@ type jobState struct {
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps
 	// the job out of scheduling.
 	heldBy string
+	// single is a mixed=ok job's own GPU request (Nodes, GPUsPerNode or
+	// GPUs), kept to give it back when a mix ends (mixed.go).
+	single bridge.Action
 }
 
 // Core is the pure scheduling state of the daemon. One goroutine drives
@@ -120,10 +129,20 @@ type Core struct {
 	pol policy.Policy
 	est Estimator
 
-	mech      *rounds.Mechanism
-	cluster   []rounds.Server
-	shuffle   *rand.Rand
-	jobs      map[string]*jobState
+	mech    *rounds.Mechanism
+	cluster []rounds.Server
+	shuffle *rand.Rand
+	jobs    map[string]*jobState
+	// teWaits are the trial-and-error jobs waiting for the room their
+	// victims free (te.go), by job id.
+	teWaits map[string]teWait
+	undoTE  map[string]teWait // teWaits as they were, for Abandon
+	// teTried are the TE jobs that had their choice of victims since the
+	// last round (and undoTried as it was, for Abandon).
+	teTried, undoTried map[string]bool
+	// lastSkip is why the last round sent nothing ("" when it acted):
+	// the checks between rounds start no preemption after such a round.
+	lastSkip  string
 	order     []string // managed job ids in arrival order
 	lastRound time.Time
 
@@ -163,6 +182,9 @@ type Core struct {
 	// undo holds every job's ledger as it was before the last Step or
 	// Graces, for Abandon.
 	undo map[string]ledger
+	// mixes are the mixes of GPU types chosen this round for waiting
+	// mixed=ok jobs, by job id (mixed.go).
+	mixes map[string]mixChoice
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -210,6 +232,8 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 		est:     est,
 		shuffle: rand.New(rand.NewPCG(uint64(set.Seed), 0x6761_7665_6c)),
 		jobs:    map[string]*jobState{},
+		teWaits: map[string]teWait{},
+		teTried: map[string]bool{},
 	}, nil
 }
 
@@ -248,6 +272,10 @@ type Action struct {
 	// Restarts is the job's restart count when the action was decided:
 	// a requeue's effect is visible as a higher count.
 	Restarts int
+	// ForTE names the trial-and-error job a preemption's signal or
+	// requeue makes room for, so that a restart that finds it only in
+	// the journal keeps the room claimed (RestoreJournal).
+	ForTE string `json:",omitempty"`
 }
 
 // Solver computes the allocation; the shell passes one that times the
@@ -260,6 +288,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	c.saveLedgers()
 	c.round++
 	res := Result{Round: c.round}
+	// A new round places TE jobs whose claim ran out; the next look
+	// between rounds may choose victims for them again.
+	clear(c.teTried)
 	if why, cause := c.distrust(snap); why != "" {
 		res.Skipped, res.SkipCause = why, cause
 		res.View = c.view(snap, now, &res)
@@ -304,6 +335,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		c.allocation, c.allocationComputed, res.Solved = alloc, now, true
 	}
 
+	if c.set.TrialAndError.Enabled {
+		c.reclaimTE(snap, now) // after a restart: rounds leave waiting TE jobs alone
+	}
 	running := c.running(snap, now)
 	plan, err := c.mech.Plan(nowS, running)
 	if err != nil {
@@ -312,7 +346,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		return res
 	}
 	c.plan = plan
+	c.mixes = c.placeMixes(snap, plan)
 	res.Actions, res.Preemptions = c.translate(snap, plan, now)
+	res.Actions = c.applyMixes(snap, res.Actions)
 	// Releases found in a round that stopped early wait for this one;
 	// only those whose job is still held go out.
 	for _, a := range c.released {

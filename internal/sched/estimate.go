@@ -79,11 +79,10 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	changed := false
 	for _, id := range c.order {
 		js := c.jobs[id]
-		jid, err := ParseJobID(id)
-		if js == nil || js.scale == 0 || err != nil {
+		if js == nil || js.scale == 0 {
 			continue
 		}
-		j, ok := snap.Job(jid)
+		j, ok := jobByID(snap, id)
 		if !ok {
 			continue
 		}
@@ -128,6 +127,16 @@ type Estimator interface {
 	// Rates returns the job's model as the estimator resolved it (for
 	// status) and its rate on each of types.
 	Rates(job JobQuery, types []string, now time.Time) (model string, rates map[string]Rate)
+}
+
+// Progress is an Estimator that also hears how far jobs have come: the
+// cumulative steps they report (through the collectors' progress files).
+// A job's remaining steps are then its tag's total less what it reported,
+// rather than the whole total, which is all the tag alone can say.
+type Progress interface {
+	// StepsDone is the job's latest reported cumulative step count;
+	// false when it reported none.
+	StepsDone(jobID string) (int64, bool)
 }
 
 // Versioned is an Estimator whose answers change as it learns: Version

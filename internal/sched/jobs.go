@@ -20,7 +20,8 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
 		js.heldByDaemon = r.HeldByDaemon
 		if !r.GraceStart.IsZero() {
-			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget, restarts: r.GraceRestarts}
+			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget,
+				restarts: r.GraceRestarts, forTE: r.GraceForTE}
 			if js.pre.phase == notPreempted {
 				js.pre.phase = inGrace // saved before phases were recorded
 			}
@@ -60,6 +61,7 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		}
 		seen[id] = true
 		c.syncJob(j, js, now)
+		c.noteSingleShape(j, c.jobs[id])
 	}
 	return c.forgetUnseen(snap, seen, seconds(now))
 }
@@ -111,6 +113,16 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		js.reason = "not scheduled: " + err.Error()
 		js.scale = 0
 	}
+}
+
+// jobByID is the snapshot's record of a tracked job, false when the id
+// does not parse or the snapshot does not show the job.
+func jobByID(snap *bridge.Snapshot, id string) (bridge.Job, bool) {
+	jid, err := ParseJobID(id)
+	if err != nil {
+		return bridge.Job{}, false
+	}
+	return snap.Job(jid)
 }
 
 // track starts tracking job id, first seen now.
@@ -227,11 +239,15 @@ func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record)
 		switch a.Kind {
 		case bridge.ActSignal:
 			if js.pre.phase == notPreempted {
-				js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts}
+				js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts, forTE: a.ForTE}
 			}
 		case bridge.ActRequeueHold, bridge.ActRequeue:
 			if js.pre.phase != requeued {
-				js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts}
+				forTE := js.pre.forTE
+				if a.ForTE != "" {
+					forTE = a.ForTE
+				}
+				js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts, forTE: forTE}
 			}
 		}
 		c.noteHolds([]Action{a})
@@ -249,6 +265,7 @@ func (c *Core) records(now time.Time) []Record {
 		if js.pre.phase != notPreempted {
 			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
+			rec.GraceForTE = js.pre.forTE
 		}
 		if len(js.throughputs) > 0 {
 			rec.Estimates = map[string]Estimate{}

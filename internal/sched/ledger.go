@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"maps"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -59,6 +60,11 @@ type preemption struct {
 	// sentRound is the round in which the requeue was last sent: a
 	// requeue that did not land is sent again once per round.
 	sentRound uint64
+	// forTE is the trial-and-error job the preemption makes room for
+	// (te.go): the job is then requeued to wait for a round, whatever the
+	// current plan says of it, and a round that chooses it again does
+	// not cancel the preemption.
+	forTE string
 }
 
 // ledger is what the daemon itself did to a job and must remember across
@@ -200,6 +206,9 @@ func (c *Core) advance(js *jobState, j bridge.Job, now time.Time, midRound bool)
 // targetOf is the type the current plan runs a job on, else the type its
 // preemption chose.
 func (c *Core) targetOf(js *jobState) string {
+	if js.pre.forTE != "" {
+		return ""
+	}
 	if c.plan != nil {
 		if d := c.plan.Find(js.id); d != nil && d.Type != "" {
 			return d.Type
@@ -262,6 +271,8 @@ func (c *Core) saveLedgers() {
 	for id, js := range c.jobs {
 		c.undo[id] = js.ledger
 	}
+	c.undoTE = maps.Clone(c.teWaits)
+	c.undoTried = maps.Clone(c.teTried)
 }
 
 // Abandon takes back what the last Step or Graces recorded of its actions
@@ -274,4 +285,10 @@ func (c *Core) Abandon() {
 		}
 	}
 	c.undo = nil
+	if c.undoTE != nil {
+		c.teWaits, c.undoTE = c.undoTE, nil
+	}
+	if c.undoTried != nil {
+		c.teTried, c.undoTried = c.undoTried, nil
+	}
 }

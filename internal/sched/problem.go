@@ -63,6 +63,30 @@ func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jo
 	return p
 }
 
+// stepsRemaining is how many steps the job has left: its tag's total,
+// less the steps it reported when the estimator hears progress; 0 when
+// the tag gives no total (unknown to the policies). A job that ran past
+// its announced total has 1 left, not 0, which would read as unknown.
+func (c *Core) stepsRemaining(id string, js *jobState) int64 {
+	total := js.tag.Steps
+	if total <= 0 {
+		return 0
+	}
+	if done, ok := c.stepsDone(id); ok {
+		return max(total-done, 1)
+	}
+	return total
+}
+
+// stepsDone is the job's reported progress, when the estimator hears it.
+func (c *Core) stepsDone(id string) (int64, bool) {
+	p, ok := c.est.(Progress)
+	if !ok {
+		return 0, false
+	}
+	return p.StepsDone(id)
+}
+
 // problem builds the policy's input from the managed jobs.
 func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 	gpus := map[string]int{}
@@ -84,7 +108,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		// Isolated time (Themis' C_i) needs measured progress; without it
 		// the job's time in the system is the best available stand-in.
 		in := JobInput{ID: id, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
-			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(js.tag.Steps),
+			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(c.stepsRemaining(id, js)),
 			IsolatedTime: now.Sub(js.firstSeen).Seconds()}
 		if js.tag.SLO > 0 {
 			in.Deadline = seconds(js.firstSeen.Add(js.tag.SLO))

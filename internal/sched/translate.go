@@ -36,7 +36,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		js.decision, js.reason = d.Action.String(), describe(d)
 		js.recheckAt = time.Time{} // the round's own actions cover it
 		running := isRunning(j)
-		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts {
+		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts && js.pre.forTE == "" {
 			// Preempted in an earlier round, chosen again before its
 			// grace period ended: it keeps its GPUs and is not requeued
 			// (it has had the signal, and may have saved a checkpoint it
@@ -46,6 +46,12 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		}
 		out = append(out, c.advance(js, j, now, false)...)
 		pending := j.State == bridge.JobPending
+		if w, ok := c.teWaits[d.Job]; ok && pending {
+			// A trial-and-error job waiting for the room made for it:
+			// the round neither holds it nor sends it elsewhere.
+			js.decision, js.reason = rounds.Run.String(), w.why
+			continue
+		}
 		switch d.Action {
 		case rounds.Run:
 			if pending {
@@ -77,6 +83,12 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 
 // runActions makes pending job j eligible to start on GPU type t.
 func (c *Core) runActions(j bridge.Job, t, why string) []Action {
+	return append(c.placeActions(j, t, why), c.eligibleActions(j, c.runPriority(), why)...)
+}
+
+// placeActions points pending job j at GPU type t: its constraint, or its
+// whole request when a mix shaped it.
+func (c *Core) placeActions(j bridge.Job, t, why string) []Action {
 	var out []Action
 	add := func(a bridge.Action) {
 		a.Job = j.ID
@@ -84,18 +96,35 @@ func (c *Core) runActions(j bridge.Job, t, why string) []Action {
 	}
 	// A typed request already names its type; its own constraints stay.
 	// Otherwise the job's own features are kept beside the type.
-	if j.RequestedGPUType == "" {
+	if c.inMixShape(j) {
+		// Shaped for a mix earlier: back to one type, request and all.
+		if shape := c.singleShape(j, c.jobs[j.ID.String()], t, t); !hasShape(j, shape) {
+			add(shape)
+		}
+	} else if j.RequestedGPUType == "" {
 		own, _ := ownFeatures(j.Constraints, c.isGPUType) // checked in eligible
 		if want := constraintFor(own, t); j.Constraints != want {
 			add(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want})
 		}
 	}
+	return out
+}
+
+// eligibleActions lets pending job j start as soon as Slurm finds room:
+// released if held, at priority prio, and out of Slurm's requeue delay;
+// only the parts that differ from what Slurm shows.
+func (c *Core) eligibleActions(j bridge.Job, prio int64, why string) []Action {
+	var out []Action
+	add := func(a bridge.Action) {
+		a.Job = j.ID
+		out = append(out, Action{Action: a, Why: why, Restarts: j.Restarts})
+	}
 	if j.Held {
 		add(bridge.Action{Kind: bridge.ActRelease})
 	}
 	// Release resets Slurm's priority, so it is set after a release.
-	if j.Held || j.Priority != c.runPriority() {
-		add(bridge.Action{Kind: bridge.ActSetPriority, Priority: uint32(c.runPriority())})
+	if j.Held || j.Priority != prio {
+		add(bridge.Action{Kind: bridge.ActSetPriority, Priority: uint32(prio)})
 	}
 	// Slurm delays a requeued job's start by about two minutes, and a
 	// release sets that delay again: make it eligible at once, last.
@@ -142,11 +171,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
 			continue
 		}
-		jid, err := ParseJobID(id)
-		if err != nil {
-			continue
-		}
-		j, ok := snap.Job(jid)
+		j, ok := jobByID(snap, id)
 		if !ok {
 			continue // gone: the next round forgets it
 		}
@@ -155,6 +180,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		}
 		out = append(out, c.advance(js, j, now, true)...)
 	}
+	out = append(out, c.trialAndError(snap, now)...)
 	c.noteHolds(out)
 	return out
 }
@@ -165,6 +191,12 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 // is due.
 func (c *Core) NextGraceEnd(now time.Time) time.Time {
 	next := c.NextDeadline()
+	if te := c.set.TrialAndError; te.Enabled && te.Poll > 0 {
+		// New TE jobs are looked for between rounds.
+		if poll := now.Add(te.Poll); next.IsZero() || poll.Before(next) {
+			next = poll
+		}
+	}
 	for _, id := range c.order {
 		if c.jobs[id].pre.phase != notPreempted {
 			if poll := now.Add(gracePoll); next.IsZero() || poll.Before(next) {

@@ -30,18 +30,8 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 	if gpus == 0 {
 		return "no usable GPU node in the managed partitions", "no_nodes"
 	}
-	known := 0
-	var gone []string
-	for id := range c.jobs {
-		known++
-		jid, err := ParseJobID(id)
-		if err != nil {
-			continue
-		}
-		if _, ok := snap.Job(jid); !ok {
-			gone = append(gone, id)
-		}
-	}
+	known := len(c.jobs)
+	gone := c.missingFrom(snap)
 	missing := len(gone)
 	if missing >= vanishMinimum && float64(missing) > vanishFraction*float64(known) {
 		// Trusted when a second read shows the same jobs gone: jobs that
@@ -63,6 +53,21 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 	}
 	c.suspects = nil
 	return "", ""
+}
+
+// missingFrom lists the tracked jobs snap does not show.
+func (c *Core) missingFrom(snap *bridge.Snapshot) []string {
+	var gone []string
+	for id := range c.jobs {
+		jid, err := ParseJobID(id)
+		if err != nil {
+			continue
+		}
+		if _, ok := snap.Job(jid); !ok {
+			gone = append(gone, id)
+		}
+	}
+	return gone
 }
 
 // Check says why snap must not be acted on, or "" when it is usable; a

@@ -27,6 +27,9 @@ type Record struct {
 	GraceTarget   string
 	GracePhase    string
 	GraceRestarts int
+	// GraceForTE is the trial-and-error job the preemption makes room
+	// for ("" for a round's preemption).
+	GraceForTE string
 	// Preempt is the job's preemption mode from its tag, if any.
 	Preempt string
 	// HeldByDaemon is set while the job's hold is the daemon's.
@@ -85,6 +88,10 @@ type JobView struct {
 	// Preempt is the job's effective preemption mode; Grace where its
 	// preemption stands.
 	Preempt, Grace string
+	// StepsDone is the job's reported progress (-1 when it reports
+	// none); StepsRemaining what the policies take it to have left (0
+	// when unknown); StepsTotal the steps its tag announced (0: none).
+	StepsDone, StepsRemaining, StepsTotal int64
 }
 
 // TypeView is one GPU type's line in status.
@@ -105,6 +112,7 @@ func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
 
 // view builds the status view of the round in res.
 func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
+	c.lastSkip = res.Skipped
 	v := View{Round: c.round, Policy: c.set.Policy, Started: now, Length: c.set.Round,
 		AllocationComputed: c.allocationComputed, Skipped: res.Skipped, Allocation: c.allocation}
 	if snap == nil {
@@ -171,6 +179,10 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				jv.Throughputs[t] = r
 			}
 			jv.Preempt, jv.Grace = string(c.modeOf(s)), c.graceStatus(s)
+			jv.StepsDone, jv.StepsRemaining, jv.StepsTotal = -1, c.stepsRemaining(s.id, s), s.tag.Steps
+			if done, ok := c.stepsDone(s.id); ok {
+				jv.StepsDone = done
+			}
 			c.summarize(summary, j, s, jv.Allocation)
 		}
 		v.Jobs = append(v.Jobs, jv)

@@ -46,6 +46,11 @@ type Env struct {
 	MixedPartition string
 	// GPUNodes is the node layout, "type:nodes:gpus_per_node ...".
 	GPUNodes string
+	// CollectorDir holds, per node N, the folders the node's Prolog
+	// writes for the collector: CollectorDir/N/jobs (job to GPUs) and
+	// CollectorDir/N/progress (the jobs' progress files). Empty when the
+	// local Slurm runs no Prolog.
+	CollectorDir string
 	// Paths of wrapper scripts that run the Slurm commands against this Slurm.
 	SbatchPath, ScontrolPath, SqueuePath, SinfoPath, ScancelPath string
 
@@ -85,7 +90,7 @@ func FromEnv(t testing.TB) *Env {
 func lookupSettings() (map[string]string, string, error) {
 	if os.Getenv("SLURMRESTD_URL") != "" {
 		vars := map[string]string{}
-		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES", "SLURM_MIXED_PARTITION") {
+		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES", "SLURM_MIXED_PARTITION", "SLURM_COLLECTOR_DIR") {
 			vars[name] = os.Getenv(name)
 		}
 		return vars, "the environment", nil
@@ -139,6 +144,7 @@ func newEnv(vars map[string]string) (*Env, error) {
 		Partition:      vars["SLURM_PARTITION"],
 		MixedPartition: vars["SLURM_MIXED_PARTITION"],
 		GPUNodes:       vars["SLURM_GPU_NODES"],
+		CollectorDir:   vars["SLURM_COLLECTOR_DIR"],
 		SbatchPath:     vars["SBATCH"],
 		ScontrolPath:   vars["SCONTROL"],
 		SqueuePath:     vars["SQUEUE"],

@@ -13,6 +13,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -44,15 +45,58 @@ type Store struct {
 	db *bolt.DB
 }
 
-// Open opens (creating if needed) the database in dir. It fails after a
-// few seconds if another process holds the file, rather than waiting
-// forever behind a second daemon.
-func Open(dir string) (*Store, error) {
+// ErrLocked is returned when another process holds the database: a
+// second daemon pointed at the same state directory, on this host or on
+// another one sharing the directory.
+var ErrLocked = errors.New("held by another process")
+
+// lockTimeout is how long Open waits for another process's lock before
+// giving up.
+const lockTimeout = 3 * time.Second
+
+// waitStep is how long each attempt of OpenWait waits for the lock before
+// it looks at its context again. bbolt polls the lock every 50 ms inside
+// an attempt, so a lock released mid-attempt is taken within that, not at
+// the attempt's end.
+const waitStep = time.Second
+
+// Open opens (creating if needed) the database in dir. It fails with
+// ErrLocked after a few seconds if another process holds the file, rather
+// than waiting forever behind a second daemon.
+func Open(dir string) (*Store, error) { return open(dir, lockTimeout) }
+
+// OpenWait opens the database in dir, waiting as long as another process
+// holds it: a standby daemon waits here until the active one stops or
+// dies (the kernel drops a dead process's lock). It returns ctx's error
+// when ctx ends first, and at once on any error but the lock.
+func OpenWait(ctx context.Context, dir string) (*Store, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("wait for state in %s: %w", dir, err)
+		}
+		s, err := open(dir, waitStep)
+		if errors.Is(err, ErrLocked) {
+			continue
+		}
+		if err == nil && ctx.Err() != nil {
+			// The lock came as the wait was called off: the caller
+			// no longer wants the state, so the next daemon may have it.
+			s.Close()
+			return nil, fmt.Errorf("wait for state in %s: %w", dir, ctx.Err())
+		}
+		return s, err
+	}
+}
+
+func open(dir string, timeout time.Duration) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 3 * time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
@@ -114,6 +158,9 @@ type JobRecord struct {
 	// count when it started, which tells a landed requeue.
 	GracePhase    string `json:"grace_phase,omitempty"`
 	GraceRestarts int    `json:"grace_restarts,omitempty"`
+	// GraceForTE is the trial-and-error job the preemption makes room
+	// for, if any: after a restart the room stays claimed for it.
+	GraceForTE string `json:"grace_for_te,omitempty"`
 	// Preempt is the job's preemption mode from its tag, if any.
 	Preempt string `json:"preempt,omitempty"`
 	// HeldByDaemon is set while the job's hold is one the daemon sent;

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -217,9 +220,161 @@ func TestOpenFailsWhileLocked(t *testing.T) {
 	defer s.Close()
 	// bbolt's flock is per open file description, so a second Open in the
 	// same process contends like a second daemon would.
-	if _, err := Open(dir); err == nil {
-		t.Fatal("second Open of a locked state succeeded")
+	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open of a locked state: err = %v, want ErrLocked", err)
 	}
+}
+
+// A second daemon's OpenWait waits while the first holds the state and
+// gets it, with the first one's data, once the first closes it.
+func TestOpenWaitSucceedsWhenTheHolderCloses(t *testing.T) {
+	dir := t.TempDir()
+	first := openTemp(t, dir)
+	if err := first.PutMeta("round", 41); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := waitInBackground(ctx, dir)
+	select {
+	case r := <-got:
+		t.Fatalf("OpenWait returned while the state was held: %v", r.err)
+	case <-time.After(1500 * time.Millisecond):
+		// Longer than one attempt (waitStep): it retries, not fails.
+	}
+	closed := time.Now()
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("OpenWait after the holder closed: %v", r.err)
+	}
+	defer r.store.Close()
+	if took := time.Since(closed); took > 500*time.Millisecond {
+		t.Errorf("took the released lock after %v, want well under a wait step", took)
+	}
+	var round int
+	if err := r.store.GetMeta("round", &round); err != nil || round != 41 {
+		t.Errorf("round = %d (%v), want the first holder's 41", round, err)
+	}
+}
+
+// lockHolderEnv tells the test binary, re-executed as a child, to hold
+// the state until it is killed.
+const lockHolderEnv = "GAVEL_STORE_HOLD_DIR"
+
+// TestLockHolderHelper is the child: it opens the state, says so on
+// stdout and sleeps until killed.
+func TestLockHolderHelper(t *testing.T) {
+	dir := os.Getenv(lockHolderEnv)
+	if dir == "" {
+		t.Skip("only runs as the child of TestOpenWaitSucceedsWhenTheHolderIsKilled")
+	}
+	if _, err := Open(dir); err != nil {
+		os.Exit(2)
+	}
+	fmt.Println("holding")
+	time.Sleep(time.Minute)
+	os.Exit(3)
+}
+
+// A holder killed with SIGKILL never closes the database; the kernel drops
+// its lock with the process and the waiting one takes the state.
+func TestOpenWaitSucceedsWhenTheHolderIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^TestLockHolderHelper$")
+	child.Env = append(os.Environ(), lockHolderEnv+"="+dir)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill() //nolint:errcheck // already dead when the test passes
+	line := make([]byte, len("holding"))
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "holding" {
+		t.Fatalf("child did not take the lock: %q %v", line, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := waitInBackground(ctx, dir)
+	select {
+	case r := <-got:
+		t.Fatalf("OpenWait returned while the child held the state: %v", r.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("OpenWait after the holder was killed: %v", r.err)
+	}
+	r.store.Close()
+}
+
+// OpenWait gives up when its context ends, and at once on an error that
+// waiting cannot cure.
+func TestOpenWaitGivesUp(t *testing.T) {
+	held := t.TempDir()
+	holder := openTemp(t, held)
+	defer holder.Close()
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		dir      string
+		cancelIn time.Duration
+		want     error
+		within   time.Duration
+	}{
+		"context cancelled while held": {dir: held, cancelIn: 200 * time.Millisecond, want: context.Canceled, within: waitStep + time.Second},
+		"state dir is a file":          {dir: notADir, cancelIn: time.Minute, within: 500 * time.Millisecond},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(tc.cancelIn, cancel)
+			start := time.Now()
+			s, err := OpenWait(ctx, tc.dir)
+			if err == nil {
+				s.Close()
+				t.Fatal("OpenWait succeeded")
+			}
+			if errors.Is(err, ErrLocked) {
+				t.Errorf("err = %v: the lock is not the caller's problem", err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			if took := time.Since(start); took > tc.within {
+				t.Errorf("gave up after %v, want within %v", took, tc.within)
+			}
+		})
+	}
+	// The holder was never disturbed.
+	if err := holder.PutMeta("still", true); err != nil {
+		t.Errorf("holder after the waits: %v", err)
+	}
+}
+
+type openResult struct {
+	store *Store
+	err   error
+}
+
+func waitInBackground(ctx context.Context, dir string) <-chan openResult {
+	got := make(chan openResult, 1)
+	go func() {
+		s, err := OpenWait(ctx, dir)
+		got <- openResult{s, err}
+	}()
+	return got
 }
 
 func TestBatchIntentsAndSettle(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 // Config describes one run.
@@ -52,6 +53,8 @@ type Config struct {
 	Script  fake.SignalResponse
 	// MinRunTime is the daemon's scheduler.min_run_time.
 	MinRunTime time.Duration
+	// Mechanism is the daemon's scheduler.mechanism (empty: the paper's).
+	Mechanism rounds.Variant
 	// RestartOverhead is the time a job makes no progress after each
 	// start that follows a preemption (loading its checkpoint).
 	RestartOverhead time.Duration
@@ -161,7 +164,7 @@ func newRun(cfg Config) (*run, error) {
 	}
 	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round,
 		MinResetInterval: cfg.MinResetInterval, DefaultGrace: cfg.Grace, GraceSignal: "USR1",
-		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, Seed: cfg.Seed}
+		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, Seed: cfg.Seed, Mechanism: cfg.Mechanism}
 	core, err := sched.NewCore(set, sched.TableEstimator{Table: cfg.Table})
 	if err != nil {
 		return nil, err

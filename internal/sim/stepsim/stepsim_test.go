@@ -10,6 +10,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 func toyTable(t *testing.T) *throughputs.Table {
@@ -123,5 +124,31 @@ func TestRunStopsAtMaxTime(t *testing.T) {
 	cfg.MaxTime = time.Hour
 	if _, err := Run(cfg, sim.Jobs{wjob("one", 1e9, 0)}.Source()); err == nil {
 		t.Error("a job that never ends ran past the time limit")
+	}
+}
+
+// The daemon's mechanism setting reaches the step: a job three times
+// faster on k80 than on v100, alone on one GPU of each, runs where its
+// allocation puts it (k80) under the improved mechanism, and on the first
+// type of the paper's walk (v100) under the faithful one.
+func TestMechanismSettingReachesTheStep(t *testing.T) {
+	table, err := throughputs.Parse([]byte(`{
+		"v100": {"('kfast', 1)": {"null": 1}},
+		"k80":  {"('kfast', 1)": {"null": 3}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jct := map[rounds.Variant]float64{}
+	for _, m := range []rounds.Variant{rounds.VariantGavel, rounds.VariantImproved} {
+		cfg := config(t, map[string]int{"v100": 1, "k80": 1})
+		cfg.Table, cfg.Mechanism = table, m
+		res, err := Run(cfg, sim.Jobs{wjob("kfast", 3000, 0)}.Source())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jct[m] = res.AvgJCT
+	}
+	if !near(jct[rounds.VariantImproved], 1000, 1) || jct[rounds.VariantGavel] < 2*jct[rounds.VariantImproved] {
+		t.Errorf("JCT %.0f s (improved) and %.0f s (gavel); want 1000 s on the k80, and the paper's walk on the v100 far slower", jct[rounds.VariantImproved], jct[rounds.VariantGavel])
 	}
 }

@@ -1,0 +1,282 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
+	"github.com/gavel-slurm/gavel-slurm/internal/tepreempt"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// TESettings configure trial-and-error jobs (class=te, FitGpp): a user
+// debugging a model wants it to start now, so when no GPU fits a waiting
+// TE job the daemon preempts best-effort jobs for it between rounds,
+// instead of letting it wait for the next round's priorities.
+type TESettings struct {
+	// Enabled turns the class on; off, class=te jobs are scheduled like
+	// any other.
+	Enabled bool
+	// Weight is FitGpp's s: how much a victim's grace period counts
+	// against its size.
+	Weight float64
+	// MaxPreemptions is FitGpp's cap: a job requeued that many times
+	// (Slurm's restart count, which counts every preemption the job has
+	// had) is never chosen again; 0 is no cap.
+	MaxPreemptions int
+	// Poll is how often the daemon looks for waiting TE jobs between
+	// rounds.
+	Poll time.Duration
+}
+
+// teWait is a TE job waiting for the room its victims' grace periods
+// free: the next rounds neither hold it nor give that room away in the
+// cluster the TE check sees.
+type teWait struct {
+	node  string
+	gpus  int
+	until time.Time
+	// why is the job's status reason while it waits.
+	why string
+}
+
+// teWaitSlack is how long past its victims' grace periods a TE job keeps
+// its claim on the room they free: Slurm needs a few seconds to stop a
+// requeued job and start the TE job.
+const teWaitSlack = time.Minute
+
+// classOf is the job's class once the site's rules are applied (a class
+// the site does not allow is dropped).
+func (c *Core) classOf(j bridge.Job) bridge.Class {
+	if j.TagErr != nil {
+		return bridge.ClassUnset
+	}
+	eff := c.set.Rules.Apply(siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag})
+	return eff.Class
+}
+
+// teWaiting reports whether job id is a TE job waiting for its room.
+func (c *Core) teWaiting(id string) bool {
+	_, ok := c.teWaits[id]
+	return ok
+}
+
+// trialAndError makes room for waiting TE jobs against a fresh snapshot:
+// for each managed class=te job that is pending with no claim yet, FitGpp
+// chooses best-effort jobs to preempt (each gets its grace period, then is
+// requeued held, to wait for a round), and the TE job is made eligible on
+// the type of the node it gets, at the daemon's run priority, so Slurm
+// starts it there as soon as the room is free. A TE job that already fits
+// is only made eligible. Nothing happens when the class is off.
+func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
+	if !c.set.TrialAndError.Enabled || snap == nil {
+		return nil
+	}
+	if c.lastSkip != "" || c.looksPartial(snap) {
+		// The last round sent nothing (Slurm's view was not to be
+		// trusted, or another daemon acts on these jobs), or this view
+		// lost many jobs at once: no preemption starts on it.
+		return nil
+	}
+	c.reclaimTE(snap, now)
+	c.expireTEWaits(snap, now)
+	chooser := tepreempt.FitGpp{Weight: c.set.TrialAndError.Weight, MaxPreemptions: c.set.TrialAndError.MaxPreemptions}
+	var out []Action
+	for _, j := range snap.Jobs {
+		id := j.ID.String()
+		if j.State != bridge.JobPending || c.teWaiting(id) || c.teTried[id] || c.classOf(j) != bridge.ClassTrialAndError {
+			continue
+		}
+		if ok, _ := c.eligible(j); !ok {
+			continue
+		}
+		if js := c.jobs[id]; j.Held && (js == nil || !js.heldByDaemon) {
+			continue // its user's or an admin's hold
+		}
+		req, ok := c.teRequest(snap, j, now)
+		if !ok {
+			continue
+		}
+		choice, err := chooser.Choose(req)
+		if err != nil {
+			// Either nothing allowed can make room, or the request was
+			// malformed (a bug): the job waits for the rounds either way.
+			why := "trial-and-error: no room even after preempting every job that may be: waits for a round"
+			if !errors.Is(err, tepreempt.ErrNoRoom) {
+				why = "trial-and-error: " + err.Error() + ": waits for a round"
+			}
+			if js := c.jobs[id]; js != nil {
+				js.reason = why
+			}
+			continue
+		}
+		out = append(out, c.preemptForTE(snap, j, choice, now)...)
+	}
+	return out
+}
+
+// teRequest describes the room a TE job needs and the best-effort jobs
+// that may give it, as the cluster will be once the grace periods already
+// running have ended and the claims of other waiting TE jobs are met.
+// false when the job cannot be placed by the rule (it spans nodes).
+func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (tepreempt.Request, bool) {
+	if te.Nodes > 1 {
+		return tepreempt.Request{}, false
+	}
+	freeing := map[string]int{} // GPUs of jobs in a grace period, per node
+	var candidates []tepreempt.Candidate
+	for _, id := range c.order {
+		js := c.jobs[id]
+		if js == nil || js.scale == 0 {
+			continue
+		}
+		j, ok := jobByID(snap, id)
+		if !ok || !isRunning(j) || len(j.RunningNodes) != 1 {
+			continue
+		}
+		node := j.RunningNodes[0]
+		if js.pre.phase != notPreempted {
+			freeing[node] += j.GPUs
+			continue
+		}
+		if c.classOf(j) == bridge.ClassTrialAndError || c.pinOf(js, j, now) != rounds.NotPinned {
+			continue // TE jobs are not victims; nor are pinned ones
+		}
+		candidates = append(candidates, tepreempt.Candidate{Job: id, Node: node, Demand: tepreempt.Resources{GPUs: j.GPUs},
+			Grace: c.graceOf(js), Preemptions: j.Restarts})
+	}
+	claimed := map[string]int{}
+	for _, w := range c.teWaits {
+		claimed[w.node] += w.gpus
+	}
+	req := tepreempt.Request{Job: te.ID.String(), Demand: tepreempt.Resources{GPUs: te.GPUs}}
+	// Only nodes the job can start on: of its partition, of its type when
+	// its request names one, with every feature of its own constraint.
+	own, ok := ownFeatures(te.Constraints, c.isGPUType)
+	if !ok {
+		return tepreempt.Request{}, false
+	}
+	known := map[string]bool{}
+	for _, n := range snap.Nodes {
+		if !c.nodeUsable(n) || !slices.Contains(n.Partitions, te.Partition) ||
+			(te.RequestedGPUType != "" && n.GPUType != te.RequestedGPUType) ||
+			slices.ContainsFunc(own, func(f string) bool { return !slices.Contains(n.Features, f) }) {
+			continue
+		}
+		free := n.GPUs - n.GPUsUsed + freeing[n.Name] - claimed[n.Name]
+		req.Nodes = append(req.Nodes, tepreempt.Node{ID: n.Name, Capacity: tepreempt.Resources{GPUs: n.GPUs},
+			Free: tepreempt.Resources{GPUs: max(free, 0)}})
+		known[n.Name] = true
+	}
+	for _, cand := range candidates {
+		if known[cand.Node] {
+			req.Candidates = append(req.Candidates, cand)
+		}
+	}
+	return req, len(req.Nodes) > 0
+}
+
+// preemptForTE starts the victims' grace periods and makes the TE job
+// eligible on its node's GPU type.
+func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreempt.Choice, now time.Time) []Action {
+	id := te.ID.String()
+	var out []Action
+	var longest time.Duration
+	for _, v := range choice.Victims {
+		js := c.jobs[v.Job]
+		j, ok := jobByID(snap, v.Job)
+		if js == nil || !ok {
+			continue
+		}
+		js.decision, js.reason = "preempt", v.Reason
+		acts := c.startPreemption(js, j, "", now)
+		js.pre.forTE = id
+		acts = append(acts, c.advance(js, j, now, true)...) // preempt=requeue: at once
+		for i := range acts {
+			acts[i].ForTE = id
+		}
+		out = append(out, acts...)
+		longest = max(longest, v.Grace)
+	}
+	typ := ""
+	for _, n := range snap.Nodes {
+		if n.Name == choice.Node {
+			typ = n.GPUType
+		}
+	}
+	why := fmt.Sprintf("trial-and-error job: starts on %s", choice.Node)
+	if n := len(choice.Victims); n > 0 {
+		why += fmt.Sprintf(" once %d job(s) preempted for it have stopped (grace up to %d s)", n, int(longest.Seconds()))
+	}
+	c.teWaits[id] = teWait{node: choice.Node, gpus: te.GPUs, until: now.Add(longest + teWaitSlack), why: why}
+	// One choice per TE job between two rounds: if its claim expires
+	// before it starts, the rounds place it rather than a second set of
+	// victims.
+	c.teTried[id] = true
+	if js := c.jobs[id]; js != nil {
+		js.decision, js.reason = "run", why
+	}
+	if typ == "" {
+		return out
+	}
+	return append(out, c.teRunActions(te, typ, why)...)
+}
+
+// teRunActions makes a TE job eligible on type typ like runActions, at a
+// priority above the run priority of the jobs a round releases: when the
+// victims' GPUs free up, Slurm starts the TE job on them, not a
+// best-effort job released meanwhile. The priority lies above the band
+// that tells daemons apart (trust.go), so it is never taken for another
+// daemon's mark.
+func (c *Core) teRunActions(te bridge.Job, typ, why string) []Action {
+	return append(c.placeActions(te, typ, why), c.eligibleActions(te, c.runPriority()+instanceMarks, why)...)
+}
+
+// reclaimTE rebuilds the claims of TE jobs whose victims' preemptions
+// outlived a restart (the claims live in memory; the victims' ledgers are
+// saved with the TE job's id): the room stays theirs, rounds leave them
+// alone, and no second set of victims is chosen.
+func (c *Core) reclaimTE(snap *bridge.Snapshot, now time.Time) {
+	for _, id := range c.order {
+		js := c.jobs[id]
+		te := js.pre.forTE
+		if te == "" || js.pre.phase == notPreempted || c.teWaiting(te) {
+			continue
+		}
+		tj, ok := jobByID(snap, te)
+		until := js.pre.start.Add(c.graceOf(js) + teWaitSlack)
+		if !ok || tj.State != bridge.JobPending || now.After(until) {
+			continue
+		}
+		node := ""
+		if vj, ok := jobByID(snap, id); ok && len(vj.RunningNodes) == 1 {
+			node = vj.RunningNodes[0]
+		}
+		c.teWaits[te] = teWait{node: node, gpus: tj.GPUs, until: until,
+			why: "trial-and-error job: waits for the job(s) preempted for it to stop"}
+		c.teTried[te] = true
+	}
+}
+
+// looksPartial reports whether snap lost most of the managed jobs at once,
+// which a between-rounds look must not act on (distrust, without its
+// memory of suspects, which belongs to the rounds).
+func (c *Core) looksPartial(snap *bridge.Snapshot) bool {
+	gone := len(c.missingFrom(snap))
+	return gone >= vanishMinimum && float64(gone) > vanishFraction*float64(len(c.jobs))
+}
+
+// expireTEWaits drops the claims of TE jobs that started, left, or waited
+// past their victims' grace periods (their room is then the rounds' to
+// give).
+func (c *Core) expireTEWaits(snap *bridge.Snapshot, now time.Time) {
+	for id, w := range c.teWaits {
+		j, ok := jobByID(snap, id)
+		if !ok || j.State != bridge.JobPending || now.After(w.until) {
+			delete(c.teWaits, id)
+		}
+	}
+}
