@@ -69,6 +69,12 @@ demo: build
 lua-test: deps
 	GAVEL_REQUIRE_LUA=1 $(GO) test -count=1 ./contrib/slurm/
 
+# docs/gavel-slurm.1 from the commands' own help (`gavel-slurm man`);
+# TestManPageIsCurrent fails until it is rerun after a flag changes.
+.PHONY: man
+man: build
+	$(BIN) man > docs/gavel-slurm.1.tmp && mv docs/gavel-slurm.1.tmp docs/gavel-slurm.1
+
 # .deb and .rpm in bin/package (scripts/package.sh, packaging/); the
 # check in a fresh Debian root is scripts/package-test.sh.
 .PHONY: package package-test

@@ -12,15 +12,22 @@
 # Where Slurm cannot be started, it runs the simulator on a small generated
 # workload and prints a policy's allocation for the built-in sample instead.
 #
-# Settings (environment): DEMO_ROUND (10s), DEMO_ROUNDS (3),
-# DEMO_LISTEN (127.0.0.1:18390), DEMO_POLICY (max_min_fairness_perf).
+# One collector per node runs beside the daemon, on fake GPUs of the
+# node's type, reading the files the node's Prolog writes; two of the
+# demo's jobs report their progress, so status shows measured rates
+# replacing the table's (and the default of a model no table knows).
+#
+# Settings (environment): DEMO_ROUND (10s), DEMO_ROUNDS (4),
+# DEMO_LISTEN (127.0.0.1:18390), DEMO_COLLECTOR_LISTEN (127.0.0.1:18391),
+# DEMO_POLICY (max_min_fairness_perf).
 set -Eeuo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=bin/gavel-slurm
 ROUND=${DEMO_ROUND:-10s}
-ROUNDS=${DEMO_ROUNDS:-3}
+ROUNDS=${DEMO_ROUNDS:-4}
 LISTEN=${DEMO_LISTEN:-127.0.0.1:18390}
+COLLECTOR_LISTEN=${DEMO_COLLECTOR_LISTEN:-127.0.0.1:18391}
 POLICY=${DEMO_POLICY:-max_min_fairness_perf}
 DEMO_DIR=$PWD/.local/demo
 
@@ -66,6 +73,8 @@ PARTITION=${SLURM_PARTITION:-gpu}
 
 mkdir -p "$DEMO_DIR"
 rm -rf "$DEMO_DIR/state"
+# The collectors' shared secret, readable by its owner only.
+(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DEMO_DIR/collector.token")
 CONFIG=$DEMO_DIR/gavel-slurm.toml
 cat >"$CONFIG" <<EOF
 # Written by scripts/demo.sh; every key is documented in etc/gavel-slurm.toml.
@@ -86,11 +95,21 @@ min_run_time = "$ROUND"
 [daemon]
 state_dir = "$DEMO_DIR/state"
 listen = "$LISTEN"
+# Node collectors post their measurements here; a run's first seconds
+# (start-up) are left out.
+collector_listen = "$COLLECTOR_LISTEN"
+collector_token_file = "$DEMO_DIR/collector.token"
+collector_warm_up = "4s"
 EOF
 
 JOBS=()
 DAEMON_PID=
+COLLECTOR_PIDS=()
 cleanup() {
+  if [ "${#COLLECTOR_PIDS[@]}" -gt 0 ]; then
+    kill -TERM "${COLLECTOR_PIDS[@]}" 2>/dev/null || true
+    wait "${COLLECTOR_PIDS[@]}" 2>/dev/null || true
+  fi
   if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
     say "Stopping the daemon (SIGTERM)"
     kill -TERM "$DAEMON_PID" && wait "$DAEMON_PID" || true
@@ -125,18 +144,75 @@ exit 0
 EOF
 chmod 755 "$SCRIPT"
 
+# A job that reports its progress: it appends "STEPS UNIX_TIME" to the
+# file the TaskProlog names in $GAVEL_PROGRESS_FILE, at a rate that
+# depends on the GPU type of its node (arguments: steps/s on v100, p100,
+# k80), and checkpoints its step count like the job above.
+PROGRESS_SCRIPT=$SLURM_SHARED_DIR/gavel-demo-progress.sh
+cat >"$PROGRESS_SCRIPT" <<EOF
+#!/bin/bash
+case \$SLURMD_NODENAME in v100*) rate=\$1 ;; p100*) rate=\$2 ;; *) rate=\$3 ;; esac
+ckpt=$SLURM_SHARED_DIR_IN_JOB/gavel-demo-\$SLURM_JOB_ID.ckpt
+base=0
+[ -f "\$ckpt" ] && base=\$(cat "\$ckpt")
+start=\$(date +%s.%N)
+echo "job \$SLURM_JOB_ID starts at step \$base on \$SLURMD_NODENAME at \$rate steps/s, progress in \${GAVEL_PROGRESS_FILE:-nowhere}"
+stop=0
+trap 'stop=1' USR1
+while [ \$stop -eq 0 ]; do
+  sleep 1
+  now=\$(date +%s.%N)
+  step=\$(awk -v b="\$base" -v s="\$start" -v n="\$now" -v r="\$rate" 'BEGIN { printf "%d", b + (n - s) * r }')
+  [ -n "\${GAVEL_PROGRESS_FILE:-}" ] && echo "\$step \$now" >>"\$GAVEL_PROGRESS_FILE"
+done
+echo \$step >"\$ckpt"
+echo "job \$SLURM_JOB_ID saved step \$step and exits; the daemon requeues it"
+exit 0
+EOF
+chmod 755 "$PROGRESS_SCRIPT"
+
 submit() {
-  local id
+  submit_script gavel-demo-job.sh "" "$@"
+}
+
+# submit_script SCRIPT "SCRIPT ARGUMENTS" SBATCH_OPTIONS...
+submit_script() {
+  local id script=$1 script_args
+  read -r -a script_args <<<"$2"
+  shift 2
   id=$("$SBATCH" --parsable --partition="$PARTITION" --time=30 \
-    --output="$SLURM_SHARED_DIR_IN_JOB/gavel-demo-%j.out" "$@" "$SLURM_SHARED_DIR_IN_JOB/gavel-demo-job.sh")
+    --output="$SLURM_SHARED_DIR_IN_JOB/gavel-demo-%j.out" "$@" "$SLURM_SHARED_DIR_IN_JOB/$script" "${script_args[@]}")
   id=${id%%;*}
   JOBS+=("$id")
   echo "   job $id: sbatch $*"
 }
 
+# One collector per node of the partition, on fake GPUs of the node's
+# type, reading the folders the node's Prolog writes (the local Slurm
+# gives each node its own, under $SLURM_COLLECTOR_DIR).
+start_collectors() {
+  local group type count gpus i node
+  for group in $SLURM_GPU_NODES; do
+    IFS=: read -r type count gpus <<<"$group"
+    for ((i = 1; i <= count; i++)); do
+      node=$type-$i
+      "$BIN" collector --fake-gpus "$type:$gpus" --node "$node" --interval 3s \
+        --jobs-dir "$SLURM_COLLECTOR_DIR/$node/jobs" --progress-dir "$SLURM_COLLECTOR_DIR/$node/progress" \
+        --proc-root "$DEMO_DIR/no-proc" --daemon-url "http://$COLLECTOR_LISTEN" \
+        --token-file "$DEMO_DIR/collector.token" >"$DEMO_DIR/collector-$node.log" 2>&1 &
+      COLLECTOR_PIDS+=($!)
+    done
+  done
+  echo "   ${#COLLECTOR_PIDS[@]} collectors (logs in $DEMO_DIR/collector-*.log)"
+}
+
 say "Submitting a mixed workload: 8 tagged 4-GPU jobs (more than the 24 GPUs hold), one untagged job, one malformed tag"
 echo "   (Slurm may start some at once; the daemon takes over from its first round)"
 echo "   preemption modes: the site default (checkpoint), one job preempt=never, one preempt=requeue"
+echo "   two 1-GPU jobs report their progress: a model no table knows (300/150/50 steps/s on v100/p100/k80)"
+echo "   and resnet18-bs64, a bit slower here than the reference table says (20/18/6 against 24.1/22.3/7.1)"
+submit_script gavel-demo-progress.sh "300 150 50" --gres=gpu:1 --comment="gavel: model=my-new-net steps=1000000"
+submit_script gavel-demo-progress.sh "20 18 6" --gres=gpu:1 --comment="gavel: model=resnet18-bs64 steps=1000000"
 for model in resnet50-bs64 transformer-bs64 a3c lm-bs20 resnet18-bs128 cyclegan; do
   submit --gres=gpu:4 --comment="gavel: model=$model steps=3000"
 done
@@ -154,6 +230,10 @@ for _ in $(seq 50); do
   kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DEMO_DIR/daemon.log"; exit 1; }
   sleep 0.2
 done
+
+say "Starting the node collectors: reports every 3s to $COLLECTOR_LISTEN"
+mkdir -p "$DEMO_DIR/no-proc"
+start_collectors
 
 for round in $(seq "$ROUNDS"); do
   say "Waiting one round (${ROUND}), then: $BIN status --server $LISTEN   [round $round of $ROUNDS]"

@@ -144,6 +144,24 @@ check() { # check DESCRIPTION COMMAND...
 
 mode_is() { [ "$(stat -c %a "$run$1")" = "$2" ] || { echo "$1 has mode $(stat -c %a "$run$1"), want $2"; return 1; }; }
 
+# man_renders formats the installed page with the root's own man, if it
+# has one (a minimal root may not), and otherwise with the host's groff.
+man_renders() {
+	local page=/usr/share/man/man1/gavel-slurm.1 out
+	# ASCII output with overstrikes removed, so that hyphens stay "-".
+	if in_root sh -c 'command -v man' >/dev/null 2>&1; then
+		out=$(in_root env MANWIDTH=80 MANROFFOPT=-Tascii man -l "$page" 2>&1) || return 1
+	else
+		out=$(groff -man -Tascii -ww "$run$page" 2>&1) || return 1
+	fi
+	out=$(sed 's/.\x08//g' <<<"$out")
+	grep -q "gavel-slurm daemon" <<<"$out" || {
+		echo "the page does not render the daemon's synopsis:"
+		head -n 20 <<<"$out"
+		return 1
+	}
+}
+
 files_present() {
 	local f missing=0
 	for f in /usr/bin/gavel-slurm /etc/gavel-slurm/gavel-slurm.toml /etc/gavel-slurm/collector.env \
@@ -154,7 +172,7 @@ files_present() {
 		/usr/share/gavel-slurm/GAVEL-DATA-LICENSE.txt \
 		/usr/share/gavel-slurm/contrib/slurm/job_submit.lua \
 		/usr/share/gavel-slurm/contrib/grafana/gavel-slurm.json \
-		/usr/share/doc/gavel-slurm/packaging.md; do
+		/usr/share/doc/gavel-slurm/packaging.md /usr/share/man/man1/gavel-slurm.1; do
 		[ -f "$run$f" ] || {
 			echo "missing $f"
 			missing=1
@@ -477,6 +495,7 @@ check "systemd-analyze verify of both units" verify_units
 check "daemon unit exposure at most 2.0 (systemd-analyze security)" security_of gavel-slurm.service 20
 check "collector unit exposure at most 3.0 (systemd-analyze security)" security_of gavel-slurm-collector.service 30
 check "gavel-slurm version runs as gavel-slurm" version_runs
+check "man gavel-slurm renders the manual page" man_renders
 check "collector runs on fake GPUs" collector_runs
 check "upgrade keeps an edited configuration" upgrade_keeps_config
 check "remove keeps the configuration and the user, purge drops the configuration" remove_keeps_config_purge_drops_it

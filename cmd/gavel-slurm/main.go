@@ -16,6 +16,9 @@ var version = "dev"
 // registers itself in init.
 type subcommand struct {
 	summary string
+	// hidden leaves the command out of the usage list and the manual page
+	// (tools for building the project, not for sites).
+	hidden bool
 	// run gets the arguments after the verb and returns the exit status.
 	run func(args []string) int
 }
@@ -27,12 +30,19 @@ func register(name string, c subcommand) { subcommands[name] = c }
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: gavel-slurm COMMAND [flags]\n\ncommands:")
 	names := make([]string, 0, len(subcommands))
-	for n := range subcommands {
-		names = append(names, n)
+	for n, c := range subcommands {
+		if !c.hidden {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
+	// The summaries line up after the longest name.
+	width := 0
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, subcommands[n].summary)
+		width = max(width, len(n))
+	}
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-*s  %s\n", width, n, subcommands[n].summary)
 	}
 	fmt.Fprintln(os.Stderr, "\nRun 'gavel-slurm COMMAND -h' for the flags of a command.")
 }
