@@ -120,6 +120,14 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		return a, err
 	}
 
+	if !packed && solver == levelAuto {
+		if jobs, capacity, ok := pooledFTF(p, b, active); ok {
+			a := b.allocation(p, name, solvePooledFTF(b, jobs, capacity, lo))
+			a.Stats.Pooled = true
+			a.Objective, err = MaxFinishTimeFairness(p, a)
+			return a, err
+		}
+	}
 	var decomposed *ftfLevel
 	if !packed && solver.decompose(len(active)) {
 		decomposed = newFTFLevel(p, tput, b, active)

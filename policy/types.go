@@ -118,6 +118,9 @@ type Stats struct {
 	// Columns and Rows are the size of the largest LP solved.
 	Columns int `json:"columns"`
 	Rows    int `json:"rows"`
+	// Pooled tells that every job could use every type at one rate, so
+	// the types were pooled and the answer found without an LP.
+	Pooled bool `json:"pooled,omitempty"`
 }
 
 // Map returns the allocation as {row key: {type: fraction}}.

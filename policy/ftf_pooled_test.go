@@ -1,0 +1,115 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+)
+
+// The pooled agnostic FTF must give the optimal max ρ of the λ-LP search
+// and a feasible allocation that leaves no usable GPU idle; where its
+// conditions do not hold the LP search must still run.
+func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
+	cases := []struct {
+		name   string
+		c      levelCase
+		pooled bool // whether the pooled path applies
+	}{
+		{"single-GPU, light", levelCase{jobs: 40, types: 3, gpus: 36, distinct: true, maxSF: 1}, true},
+		{"multi-GPU, contended", levelCase{jobs: 300, types: 3, gpus: 8, distinct: true, maxSF: 1}, true},
+		{"some jobs cannot run on a type", levelCase{jobs: 60, types: 3, gpus: 36, distinct: true, zeroRate: 0.2, maxSF: 1}, false},
+	}
+	for _, tc := range cases {
+		for seed := int64(1); seed <= 4; seed++ {
+			t.Run(fmt.Sprintf("%s/seed%d", tc.name, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewSource(seed))
+				p := levelRandomProblem(rng, tc.c)
+				for k := range p.GPUs {
+					p.GPUs[k] = tc.c.gpus // every type can hold every job
+				}
+				for i := range p.Jobs {
+					j := &p.Jobs[i]
+					if tc.name == "multi-GPU, contended" {
+						j.ScaleFactor = []int{1, 2, 4, 8}[rng.Intn(4)]
+					}
+					j.StepsRemaining = 1000 + 1e5*rng.Float64()
+					j.TimeSinceStart = 36000 * rng.Float64()
+					j.IsolatedTime = j.TimeSinceStart * (0.2 + 0.8*rng.Float64())
+				}
+				if !tc.pooled {
+					// At least one job must lack a type for the test to
+					// mean anything.
+					p.Jobs[0].Throughputs = map[string]float64{"t0": 1}
+				}
+				tput := agnosticThroughput(p)
+				auto, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelAuto)
+				if err != nil {
+					t.Fatal(err)
+				}
+				full, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelFull)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if auto.Stats.Pooled != tc.pooled || full.Stats.Pooled {
+					t.Fatalf("pooled: %v (full LP %v), want %v", auto.Stats.Pooled, full.Stats.Pooled, tc.pooled)
+				}
+				mmCheckFeasible(t, p, auto)
+				// Both minimize max ρ in the agnostic view; their optima
+				// may differ under the real rates (Objective).
+				view := agnosticView(p, tput)
+				pooledRho, err := MaxFinishTimeFairness(view, auto)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lpRho, err := MaxFinishTimeFairness(view, full)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !levelAgree(pooledRho, lpRho) {
+					t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
+				}
+				if !tc.pooled {
+					return
+				}
+				// No GPU idle that some job could still use.
+				used, free := 0.0, 0.0
+				for k, typ := range auto.Types {
+					for j, row := range auto.Rows {
+						used += row.Fractions[k] * float64(jobScale(&p.Jobs[j]))
+					}
+					free += float64(p.GPUs[typ])
+				}
+				capped := true
+				for _, row := range auto.Rows {
+					s := 0.0
+					for _, f := range row.Fractions {
+						s += f
+					}
+					if s < 1-1e-9 {
+						capped = false
+					}
+				}
+				if !capped && used < free*(1-1e-9) {
+					t.Errorf("%.6g of %.0f GPUs allocated while some job has time left", used, free)
+				}
+			})
+		}
+	}
+}
+
+// agnosticView is p with every rate as the agnostic policy sees it.
+func agnosticView(p *Problem, tput throughputFunc) *Problem {
+	v := *p
+	v.Jobs = make([]Job, len(p.Jobs))
+	for i := range p.Jobs {
+		j := p.Jobs[i]
+		j.Throughputs = map[string]float64{}
+		for t := range p.GPUs {
+			if r := tput(&p.Jobs[i], t); r > 0 {
+				j.Throughputs[t] = r
+			}
+		}
+		v.Jobs[i] = j
+	}
+	return &v
+}
