@@ -2,7 +2,10 @@ module github.com/gavel-slurm/gavel-slurm
 
 go 1.26
 
-require github.com/lanl/clp v1.2.0
+require (
+	github.com/go-json-experiment/json v1.27.2
+	github.com/lanl/clp v1.2.0
+)
 
 require (
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
@@ -13,7 +16,6 @@ require (
 	github.com/go-openapi/swag/jsonname v0.25.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/josharian/intern v1.0.0 // indirect
-	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/mailru/easyjson v0.9.1 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect

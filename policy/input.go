@@ -2,16 +2,19 @@ package policy
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The JSON problem format read by DecodeProblem (the input of
@@ -29,7 +32,9 @@ import (
 // the job's position in the list, steps/times 0, no SLO, no entity; an
 // entity's weight 1 and policy "fairness" (entities that jobs name without
 // declaring them get these defaults too). Job ids may be JSON strings or
-// integers. Unknown fields are errors, so typos do not go unnoticed.
+// integers. Unknown fields are errors, so typos do not go unnoticed; field
+// names are matched exactly ("Jobs" is not "jobs"), and a key given twice
+// in one object is an error too.
 
 type problemInput struct {
 	Cluster  map[string]float64     `json:"cluster"`
@@ -40,7 +45,7 @@ type problemInput struct {
 }
 
 type jobInput struct {
-	ID             json.RawMessage    `json:"id"`
+	ID             jsontext.Value     `json:"id"`
 	Throughputs    map[string]float64 `json:"throughputs"`
 	ScaleFactor    *float64           `json:"scale_factor"`
 	Weight         *float64           `json:"weight"`
@@ -58,30 +63,33 @@ type entityInput struct {
 }
 
 type pairInput struct {
-	Jobs        []json.RawMessage    `json:"jobs"`
+	Jobs        []jsontext.Value     `json:"jobs"`
 	Throughputs map[string][]float64 `json:"throughputs"`
 }
 
 // DecodeProblem reads one JSON problem from r, fills in the defaults and
 // validates it (see Validate). Errors are one line and say where the
-// problem is: a line and column for malformed JSON, a path such as
+// problem is: a line and column and a path such as
+// `jobs[3].throughputs["v100"]` for malformed JSON, a path such as
 // `jobs[3] (id "7"): throughputs` for bad values.
 func DecodeProblem(r io.Reader) (*Problem, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading problem: %w", err)
 	}
-	if err := checkDuplicateKeys(data); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	// The decoder's defaults refuse what would let a problem say one thing
+	// and mean another: a member given twice (the last would win), invalid
+	// UTF-8 (silently replaced), and, with RejectUnknownMembers, a field
+	// misspelled or spelled in another case.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), json.RejectUnknownMembers(true))
 	var in problemInput
-	if err := dec.Decode(&in); err != nil {
-		return nil, describeJSONError(data, dec.InputOffset(), err)
+	if err := json.UnmarshalDecode(dec, &in); err != nil {
+		return nil, describeJSONError(data, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		line, col := textPosition(data, dec.InputOffset())
+	end := dec.InputOffset()
+	if _, err := dec.ReadToken(); err != io.EOF {
+		next := int64(len(data)) - int64(len(bytes.TrimLeft(data[end:], " \t\r\n")))
+		line, col := textPosition(data, next)
 		return nil, fmt.Errorf("line %d, column %d: unexpected data after the problem object", line, col)
 	}
 	if in.Cluster == nil {
@@ -177,7 +185,7 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 }
 
 // decodeID accepts a JSON string or integer as a job id.
-func decodeID(raw json.RawMessage) (string, error) {
+func decodeID(raw jsontext.Value) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", errors.New("missing")
 	}
@@ -195,36 +203,162 @@ func decodeID(raw json.RawMessage) (string, error) {
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return "", fmt.Errorf("%s is neither a string nor an integer", raw)
+		// Objects and arrays may span lines: name them rather than
+		// quote them, so that the error stays one line.
+		what := string(raw)
+		switch {
+		case raw[0] == '{':
+			what = "a JSON object"
+		case raw[0] == '[':
+			what = "a JSON array"
+		case strings.ContainsFunc(what, func(r rune) bool { return r <= ' ' || r >= utf8.RuneSelf }):
+			what = strconv.Quote(what)
+		}
+		return "", fmt.Errorf("%s is neither a string nor an integer", what)
 	}
 	return strconv.FormatInt(n, 10), nil
 }
 
-// describeJSONError turns a decoding error into one line with a position.
-func describeJSONError(data []byte, offset int64, err error) error {
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
+// describeJSONError turns a decoding error into one line with a position
+// and a path. The decoder's own messages are not used as they are: they
+// hold JSON pointers and Go types, and their wording changes between
+// releases.
+func describeJSONError(data []byte, err error) error {
+	var syntax *jsontext.SyntacticError
+	var semantic *json.SemanticError
 	switch {
-	// Both offsets count the bytes read up to and including the offending
-	// token, so step back one to point at its last character.
-	case errors.As(err, &syntax):
-		offset = syntax.Offset - 1
-	case errors.As(err, &typeErr):
-		offset = typeErr.Offset - 1
-		field := typeErr.Field
-		if field == "" {
-			field = "problem"
-		}
-		line, col := textPosition(data, offset)
-		return fmt.Errorf("line %d, column %d: %s: cannot use a JSON %s here (want %s)", line, col, field, typeErr.Value, typeErr.Type)
-	case errors.Is(err, io.EOF):
+	case err == io.EOF:
 		return errors.New("empty input: want a JSON problem object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		line, col := textPosition(data, int64(len(data)))
-		return fmt.Errorf("line %d, column %d: unexpected end of input", line, col)
+	case errors.As(err, &syntax):
+		where := func(ptr jsontext.Pointer) string {
+			line, col := textPosition(data, syntax.ByteOffset)
+			return fmt.Sprintf("line %d, column %d: %s", line, col, describeRoot(ptr))
+		}
+		switch {
+		case errors.Is(syntax.Err, io.ErrUnexpectedEOF):
+			line, col := textPosition(data, int64(len(data)))
+			return fmt.Errorf("line %d, column %d: unexpected end of input", line, col)
+		case errors.Is(syntax.Err, jsontext.ErrDuplicateName):
+			return fmt.Errorf("%s: duplicate key %q", where(syntax.JSONPointer.Parent()), syntax.JSONPointer.LastToken())
+		case syntax.Err != nil:
+			return fmt.Errorf("%s: %v", where(syntax.JSONPointer), syntax.Err)
+		}
+		return fmt.Errorf("%s: malformed JSON", where(syntax.JSONPointer))
+	case errors.As(err, &semantic):
+		line, col := textPosition(data, semantic.ByteOffset)
+		if errors.Is(semantic.Err, json.ErrUnknownName) {
+			return fmt.Errorf("line %d, column %d: %s: unknown field %q", line, col, describeRoot(semantic.JSONPointer.Parent()), semantic.JSONPointer.LastToken())
+		}
+		what := "this value"
+		switch semantic.JSONKind {
+		case 'n':
+			what = "a JSON null"
+		case 't', 'f':
+			what = "a JSON boolean"
+		case '"':
+			what = "a JSON string"
+		case '0':
+			what = "a JSON number"
+		case '{', '}':
+			what = "a JSON object"
+		case '[', ']':
+			what = "a JSON array"
+		}
+		// Only numbers are quoted: a string may hold characters that
+		// would forge text in the message.
+		if semantic.JSONKind == '0' && len(semantic.JSONValue) > 0 && len(semantic.JSONValue) < 40 {
+			what += " " + string(semantic.JSONValue)
+		}
+		msg := fmt.Sprintf("line %d, column %d: %s: cannot use %s here", line, col, describeRoot(semantic.JSONPointer), what)
+		switch want := describeGoType(semantic.GoType); {
+		case semantic.Err != nil:
+			msg += ": " + semantic.Err.Error()
+		case want != "":
+			msg += " (want " + want + ")"
+		}
+		return errors.New(msg)
 	}
-	line, col := textPosition(data, offset)
-	return fmt.Errorf("line %d, column %d: %s", line, col, strings.TrimPrefix(err.Error(), "json: "))
+	return fmt.Errorf("decoding problem: %v", err)
+}
+
+// describeRoot is describePointer, with a name for the problem itself.
+func describeRoot(ptr jsontext.Pointer) string {
+	if p := describePointer(ptr); p != "" {
+		return p
+	}
+	return "the problem"
+}
+
+// describePointer writes a JSON pointer as a path in the problem's terms,
+// e.g. /jobs/3/throughputs/v100 as jobs[3].throughputs["v100"]: the
+// pointer alone does not tell an array index from a map key, or a field
+// from a GPU type. Map keys are quoted, so names that hold control
+// characters cannot forge text in the message.
+func describePointer(ptr jsontext.Pointer) string {
+	var b strings.Builder
+	t := reflect.TypeFor[problemInput]()
+	for tok := range ptr.Tokens() {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == reflect.TypeFor[jsontext.Value]() {
+			t = nil // any JSON value: its shape is not known here
+		}
+		field, known := reflect.StructField{}, false
+		if t != nil && t.Kind() == reflect.Struct {
+			for i := range t.NumField() {
+				if f := t.Field(i); strings.Split(f.Tag.Get("json"), ",")[0] == tok {
+					field, known = f, true
+					break
+				}
+			}
+		}
+		_, numErr := strconv.ParseUint(tok, 10, 64)
+		index := numErr == nil && len(tok) < 20
+		switch {
+		case known:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+			t = field.Type
+		case t != nil && t.Kind() == reflect.Map:
+			fmt.Fprintf(&b, "[%q]", tok)
+			t = t.Elem()
+		case index && t != nil && t.Kind() == reflect.Slice:
+			fmt.Fprintf(&b, "[%s]", tok)
+			t = t.Elem()
+		case index:
+			fmt.Fprintf(&b, "[%s]", tok)
+			t = nil
+		default:
+			fmt.Fprintf(&b, "[%q]", tok)
+			t = nil
+		}
+	}
+	return b.String()
+}
+
+// describeGoType says in JSON terms what a Go type of the problem format
+// takes.
+func describeGoType(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Float64, reflect.Float32, reflect.Int, reflect.Int64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return ""
 }
 
 // textPosition converts a byte offset into a 1-based line and column.
@@ -498,212 +632,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// keyShape describes where in the problem format an object's keys are
-// struct fields, which encoding/json matches without regard to case ("Jobs"
-// fills jobs), rather than map keys, which it matches exactly.
-type keyShape struct {
-	fields map[string]*keyShape // struct fields by lower-case name; nil for a map
-	elem   *keyShape            // a map's values or an array's elements
-}
-
-var problemShape = func() *keyShape {
-	entity := &keyShape{fields: map[string]*keyShape{}}
-	job := &keyShape{fields: map[string]*keyShape{"throughputs": {}}}
-	pair := &keyShape{fields: map[string]*keyShape{"jobs": {}, "throughputs": {}}}
-	return &keyShape{fields: map[string]*keyShape{
-		"cluster":  {},
-		"costs":    {},
-		"jobs":     {elem: job},
-		"entities": {elem: entity},
-		"pairs":    {elem: pair},
-	}}
-}()
-
-// jsonFrame is one open object or array of the walk in checkDuplicateKeys.
-type jsonFrame struct {
-	shape   *keyShape // nil where the format has no known shape
-	object  bool
-	wantKey bool
-	key     string // the key whose value comes next, in an object
-	index   int    // the next element's index, in an array
-	// keys seen so far in an object: a list while it is short, a set
-	// once it is long (problems have thousands of small objects).
-	keys   []string
-	keySet map[string]bool
-	// entry is where the frame sits in its parent: the parent's key or
-	// index when the frame was opened.
-	entryKey   string
-	entryIndex int
-}
-
-// seen tells whether the object already had the key, and records it.
-func (f *jsonFrame) seen(name string) bool {
-	if f.keySet != nil {
-		if f.keySet[name] {
-			return true
-		}
-		f.keySet[name] = true
-		return false
-	}
-	for _, k := range f.keys {
-		if k == name {
-			return true
-		}
-	}
-	f.keys = append(f.keys, name)
-	if len(f.keys) > 16 {
-		f.keySet = make(map[string]bool, 2*len(f.keys))
-		for _, k := range f.keys {
-			f.keySet[k] = true
-		}
-	}
-	return false
-}
-
-// jsonPath is the path of the innermost frame of stack, as the decoding
-// errors write it ("jobs[3].throughputs"; "" for the problem itself).
-func jsonPath(stack []jsonFrame) string {
-	path := ""
-	for d := 1; d < len(stack); d++ {
-		if stack[d-1].object {
-			if path != "" {
-				path += "."
-			}
-			path += stack[d].entryKey
-		} else {
-			path = fmt.Sprintf("%s[%d]", path, stack[d].entryIndex)
-		}
-	}
-	return path
-}
-
-// checkDuplicateKeys walks the JSON text and refuses an object that gives
-// a key twice (for struct fields, twice in any mix of case): encoding/json
-// would silently keep the last value, so a problem edited by hand could
-// say one thing and mean another. Syntax errors are left to the decoder,
-// which describes them better. The walk is a plain byte scan, not
-// json.Decoder's tokens: problems of thousands of jobs pass through here on
-// every allocate, and tokens cost more than the decoding itself.
-func checkDuplicateKeys(data []byte) error {
-	var stack []jsonFrame
-	i, n := 0, len(data)
-	skipSpace := func() {
-		for i < n && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-			i++
-		}
-	}
-	// readString reads the string that starts at data[i] and returns its
-	// value and the offset of its closing quote.
-	readString := func() (string, int, bool) {
-		escaped := false
-		for j := i + 1; j < n; j++ {
-			switch data[j] {
-			case '\\':
-				escaped = true
-				j++
-			case '"':
-				if !escaped {
-					return string(data[i+1 : j]), j, true
-				}
-				var v string
-				if json.Unmarshal(data[i:j+1], &v) != nil {
-					return "", 0, false
-				}
-				return v, j, true
-			}
-		}
-		return "", 0, false
-	}
-	// valueDone records that a value of the innermost container ended.
-	valueDone := func() {
-		if len(stack) == 0 {
-			return
-		}
-		if f := &stack[len(stack)-1]; f.object {
-			f.wantKey = true
-		} else {
-			f.index++
-		}
-	}
-	for {
-		skipSpace()
-		if i >= n {
-			return nil
-		}
-		if d := len(stack); d > 0 && stack[d-1].object && stack[d-1].wantKey && data[i] != '}' && data[i] != ',' {
-			f := &stack[d-1]
-			if data[i] != '"' {
-				return nil // a syntax error the decoder will report
-			}
-			key, end, ok := readString()
-			if !ok {
-				return nil
-			}
-			name := key
-			if f.shape != nil && f.shape.fields != nil {
-				name = strings.ToLower(key)
-			}
-			if f.seen(name) {
-				line, col := textPosition(data, int64(end))
-				where := jsonPath(stack)
-				if where == "" {
-					where = "the problem"
-				}
-				return fmt.Errorf("line %d, column %d: %s: duplicate key %q", line, col, where, key)
-			}
-			f.key, f.wantKey = key, false
-			i = end + 1
-			skipSpace()
-			if i >= n || data[i] != ':' {
-				return nil
-			}
-			i++
-			continue
-		}
-		switch c := data[i]; c {
-		case '{', '[':
-			next := jsonFrame{object: c == '{', wantKey: c == '{'}
-			if d := len(stack); d == 0 {
-				next.shape = problemShape
-			} else {
-				parent := &stack[d-1]
-				next.entryKey, next.entryIndex = parent.key, parent.index
-				switch {
-				case parent.shape == nil:
-				case parent.object && parent.shape.fields != nil:
-					next.shape = parent.shape.fields[strings.ToLower(parent.key)]
-				default:
-					next.shape = parent.shape.elem
-				}
-			}
-			if len(stack) < cap(stack) {
-				next.keys = stack[:len(stack)+1][len(stack)].keys[:0] // reuse the list of a closed frame
-			}
-			stack = append(stack, next)
-			i++
-		case '}', ']':
-			if len(stack) == 0 {
-				return nil
-			}
-			stack = stack[:len(stack)-1]
-			valueDone()
-			i++
-		case ',', ':':
-			i++
-		case '"':
-			_, end, ok := readString()
-			if !ok {
-				return nil
-			}
-			i = end + 1
-			valueDone()
-		default:
-			for i < n && !strings.ContainsRune(",]} \t\n\r", rune(data[i])) {
-				i++
-			}
-			valueDone()
-		}
-	}
 }

@@ -1,9 +1,11 @@
 package policy
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 const inValidProblem = `{
@@ -50,13 +52,17 @@ func TestDecodeProblemRejectsBadInput(t *testing.T) {
 	tests := []struct {
 		name, input, want string
 	}{
-		{"syntax error has position", "{\n  \"cluster\": {\"v100\": 4,}\n}", "line 2, column 25"},
+		{"syntax error has position", "{\n  \"cluster\": {\"v100\": 4,}\n}", "line 2, column 24: cluster: invalid character ','"},
 		{"truncated", `{"cluster": {"v100": 4}`, "unexpected end of input"},
 		{"empty input", ``, "empty input"},
-		{"trailing data", `{"cluster": {"v100": 4}} {}`, "unexpected data after"},
+		{"trailing data", `{"cluster": {"v100": 4}} {}`, "line 1, column 26: unexpected data after"},
+		{"trailing garbage", "{\"cluster\": {\"v100\": 4}}\n x", "line 2, column 2: unexpected data after"},
+		{"blank input", " \n\t", "empty input"},
+		{"not an object", `[]`, "the problem: cannot use a JSON array here (want an object)"},
+		{"field in another case", `{"Cluster": {"v100": 4}}`, `the problem: unknown field "Cluster"`},
 		{"unknown top-level field", `{"cluster": {"v100": 4}, "jbos": []}`, `unknown field "jbos"`},
 		{"unknown job field", job(`"throughputs": {"v100": 1}, "scalefactor": 2`), `unknown field "scalefactor"`},
-		{"wrong type", `{"cluster": {"v100": "four"}}`, "line 1, column 27: cluster: cannot use a JSON string"},
+		{"wrong type", `{"cluster": {"v100": "four"}}`, `line 1, column 22: cluster["v100"]: cannot use a JSON string here (want a number)`},
 		{"missing cluster", `{"jobs": []}`, "cluster: missing"},
 		{"empty cluster", `{"cluster": {}}`, "cluster: no GPU types"},
 		{"fractional count", `{"cluster": {"v100": 1.5}}`, `cluster: "v100": count 1.5`},
@@ -121,6 +127,13 @@ func FuzzDecodeProblem(f *testing.F) {
 			if p != nil {
 				t.Fatalf("problem %+v returned with error %v", p, err)
 			}
+			// Errors are printed to terminals and logs: one line, and
+			// nothing from the input that could forge or hide text.
+			if strings.ContainsFunc(err.Error(), func(r rune) bool {
+				return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+			}) {
+				t.Fatalf("error carries control or format characters: %q", err)
+			}
 			return
 		}
 		// A decoded problem must be valid and usable by a policy without
@@ -169,9 +182,11 @@ func TestDecodeID(t *testing.T) {
 		{``, "", "missing"},
 		{`1.5`, "", "neither a string nor an integer"},
 		{`true`, "", "neither a string nor an integer"},
+		{"{\"a\":\n1}", "", "a JSON object is neither"},
+		{"[1,\n2]", "", "a JSON array is neither"},
 	}
 	for _, tc := range tests {
-		got, err := decodeID(json.RawMessage(tc.raw))
+		got, err := decodeID(jsontext.Value(tc.raw))
 		switch {
 		case tc.err == "" && (err != nil || got != tc.want):
 			t.Errorf("%s: got %q, %v; want %q", tc.raw, got, err, tc.want)

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
 const allocTestProblem = `{
@@ -92,14 +96,14 @@ func TestAllocateRejectsBadInput(t *testing.T) {
 		{"unknown policy", []string{"--policy", "nope", "--input", good}, "", 2, `unknown policy "nope"`},
 		{"no input", []string{"--policy", "isolated"}, "", 2, "no problem given"},
 		{"missing file", []string{"--input", filepath.Join(t.TempDir(), "none.json")}, "", 2, "no such file"},
-		{"malformed JSON", []string{"--policy", "isolated", "--input", "-"}, "{\"cluster\": {\"v100\": 1,}}", 2, "standard input: line 1, column 24"},
+		{"malformed JSON", []string{"--policy", "isolated", "--input", "-"}, "{\"cluster\": {\"v100\": 1,}}", 2, "standard input: line 1, column 23: cluster: invalid character ','"},
 		{"unknown type", []string{"--policy", "isolated", "--input", allocTestFile(t, `{"cluster": {"v100": 1}, "jobs": [{"id": "7", "throughputs": {"a100": 1}}]}`)}, "", 2, `jobs[0] (id "7"): throughputs: unknown GPU type "a100"`},
 		{"bad flag", []string{"--polcy", "isolated"}, "", 2, "flag provided but not defined"},
 		{"both sources", []string{"--sample", "--input", good}, "", 2, "exclusive"},
 		{"negative throughput", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": -2}}]}`, 2, `jobs[0] (id "a"): throughputs: "v100": negative value -2`},
 		{"negative steps", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "steps_remaining": -1}]}`, 2, `jobs[0] (id "a"): steps_remaining: negative value -1`},
 		{"negative GPU count", []string{"--input", "-"}, `{"cluster": {"v100": -1}, "jobs": []}`, 2, `cluster: "v100": count -1`},
-		{"NaN literal", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": NaN}}]}`, 2, "line 1, column 71: invalid character 'N'"},
+		{"NaN literal", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": NaN}}]}`, 2, `line 1, column 71: jobs[0].throughputs["v100"]: invalid character 'N'`},
 		{"NaN as a string", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": "NaN"}}]}`, 2, "cannot use a JSON string here"},
 		{"scale factor too large", []string{"--input", "-"}, `{"cluster": {"v100": 2, "k80": 4}, "jobs": [{"id": "a", "throughputs": {"v100": 2}, "scale_factor": 8}]}`, 2, `jobs[0] (id "a"): scale_factor 8 exceeds every GPU type's count (largest 4)`},
 		{"duplicate ids", []string{"--input", "-"}, `{"cluster": {"v100": 1}, "jobs": [{"id": "a", "throughputs": {"v100": 2}}, {"id": "a", "throughputs": {"v100": 1}}]}`, 2, `jobs[1] (id "a"): duplicate id (first used by jobs[0])`},
@@ -236,5 +240,68 @@ func TestAllocateReportsDroppedSLOs(t *testing.T) {
 	_, out, _ = allocTestRun([]string{"--policy", "max_sum_throughput_perf", "--input", "-", "--json"}, allocTestProblem)
 	if strings.Contains(out, "notes") {
 		t.Errorf("notes field without notes:\n%s", out)
+	}
+}
+
+// The --json output is read by scripts: it stays what encoding/json's
+// indenting Encoder wrote over Allocation.Map, byte for byte, whatever the
+// ids (escapes, keys that sort oddly, a job id equal to a pair's key),
+// the numbers (tiny, huge, -0) or the notes.
+func TestAllocationJSONMatchesEncodingJSON(t *testing.T) {
+	reference := func(a *policy.Allocation, elapsed time.Duration) []byte {
+		out := struct {
+			Policy       string                        `json:"policy"`
+			Objective    *float64                      `json:"objective"`
+			Allocation   map[string]map[string]float64 `json:"allocation"`
+			SolveSeconds float64                       `json:"solve_seconds"`
+			Stats        policy.Stats                  `json:"stats"`
+			Notes        map[string]string             `json:"notes,omitempty"`
+		}{a.Policy, nil, a.Map(), elapsed.Seconds(), a.Stats, a.Notes}
+		if !math.IsInf(a.Objective, 0) && !math.IsNaN(a.Objective) {
+			out.Objective = &a.Objective
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	rng := rand.New(rand.NewSource(1))
+	ids := []string{"a", "b", "a+b", "<&>", "x\u2028y", "\U0001F600", "\ue000", "é", `"q"`, `back\slash`, "1", "10", "2"}
+	number := func() float64 {
+		return []float64{0, math.Copysign(0, -1), rng.Float64() * 1e-9, rng.Float64() * 1e25, 1e21, 1e-6, float64(rng.Intn(100)), rng.Float64()}[rng.Intn(8)]
+	}
+	for iter := range 1000 {
+		a := &policy.Allocation{Policy: "p<&>", Types: []string{"k80", "v100", "\u2029"}, Objective: number()}
+		if iter%7 == 0 {
+			a.Objective = math.Inf(1)
+		}
+		for range rng.Intn(10) {
+			r := policy.Row{Jobs: []string{ids[rng.Intn(len(ids))]}}
+			if rng.Intn(3) == 0 {
+				r.Jobs = append(r.Jobs, ids[rng.Intn(len(ids))])
+			}
+			for range a.Types {
+				r.Fractions = append(r.Fractions, number())
+			}
+			a.Rows = append(a.Rows, r)
+		}
+		a.Stats = policy.Stats{LPs: rng.Intn(3), Classes: rng.Intn(2), Columns: rng.Intn(2), Pooled: rng.Intn(2) == 0}
+		switch rng.Intn(3) {
+		case 0:
+			a.Notes = map[string]string{ids[rng.Intn(len(ids))]: "n<>&\u2028", ids[rng.Intn(len(ids))]: "m"}
+		case 1:
+			a.Notes = map[string]string{}
+		}
+		elapsed := time.Duration(rng.Int63n(1e10))
+		var got bytes.Buffer
+		if err := writeAllocationJSON(&got, a, elapsed); err != nil {
+			t.Fatal(err)
+		}
+		if want := reference(a, elapsed); !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("allocation %+v:\ngot\n%s\nwant\n%s", a, got.Bytes(), want)
+		}
 	}
 }
