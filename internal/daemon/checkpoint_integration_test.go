@@ -33,9 +33,7 @@ func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.d.Run(ctx) }()
-	for _, id := range jobs {
-		env.WaitState(t, id, "COMPLETED", 120*time.Second)
-	}
+	waitAllSettled(t, env, jobs, 180*time.Second, 15*time.Second)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -65,6 +63,34 @@ func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
 	}
 	if preempted == 0 {
 		t.Error("no job was preempted: the test did not exercise the checkpoint")
+	}
+}
+
+// waitAllSettled waits until every job is COMPLETED twice in a row, quiet
+// apart (a round, the daemon's check between rounds and a grace period),
+// with the same restart counts. A job that finishes its last step while a
+// grace period the daemon started runs ends inside it just as a preempted
+// job does, so the daemon requeues it (docs/preemption.md) and its next
+// run finds the final checkpoint and ends at once; the first COMPLETED is
+// then not the last.
+func waitAllSettled(t *testing.T, env *slurmtest.Env, jobs []int, timeout, quiet time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	restarts := func() []int {
+		var counts []int
+		for _, id := range jobs {
+			counts = append(counts, env.WaitState(t, id, "COMPLETED", time.Until(deadline)).RestartCount)
+		}
+		return counts
+	}
+	before := restarts()
+	for {
+		time.Sleep(quiet)
+		after := restarts()
+		if fmt.Sprint(after) == fmt.Sprint(before) {
+			return
+		}
+		before = after
 	}
 }
 
