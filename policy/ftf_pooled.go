@@ -1,6 +1,9 @@
 package policy
 
-import "math"
+import (
+	"math"
+	"sort"
+)
 
 // The heterogeneity-agnostic finish_time_fairness gives every job the same
 // rate on every type it can use. When every job with steps left can use
@@ -79,50 +82,11 @@ func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo flo
 	for _, c := range capacity {
 		total += c
 	}
-	// demand is Σ scale_j·min(1, λ·c_j(ρ)/r_j): the GPUs the shares take.
-	demand := func(rho, lambda float64) float64 {
-		sum := 0.0
-		for _, j := range jobs {
-			sum += j.scale * math.Min(1, lambda*j.need(rho)/j.rate)
-		}
-		return sum
-	}
 	rho := lo
-	if demand(lo, 1) > total {
-		// The root of G(ρ) = C lies above lo: G(lo) > C and G falls to
-		// 0 as ρ grows.
-		left, right := lo, 2*lo
-		for demand(right, 1) > total {
-			left, right = right, 2*right
-		}
-		for k := 0; k < 200 && right-left > 1e-13*right; k++ {
-			mid := (left + right) / 2
-			if demand(mid, 1) > total {
-				left = mid
-			} else {
-				right = mid
-			}
-		}
-		rho = right
+	if pooledDemand(jobs, lo, 1) > total {
+		rho = pooledRoot(jobs, total, lo)
 	}
-	lambda := 1.0
-	if full := demand(rho, math.Inf(1)); full <= total {
-		lambda = math.Inf(1) // every job can have all of its time
-	} else if demand(rho, 1) < total {
-		left, right := 1.0, 2.0
-		for demand(rho, right) < total {
-			left, right = right, 2*right
-		}
-		for k := 0; k < 200 && right-left > 1e-13*right; k++ {
-			mid := (left + right) / 2
-			if demand(rho, mid) < total {
-				left = mid
-			} else {
-				right = mid
-			}
-		}
-		lambda = left
-	}
+	lambda := pooledRaise(jobs, rho, total)
 	x := make([]float64, b.lp.NumColumns())
 	for _, j := range jobs {
 		share := math.Min(1, lambda*j.need(rho)/j.rate)
@@ -133,4 +97,88 @@ func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo flo
 		}
 	}
 	return x
+}
+
+// pooledDemand is Σ scale_j·min(1, λ·c_j(ρ)/r_j): the GPUs the shares take.
+func pooledDemand(jobs []pooledJob, rho, lambda float64) float64 {
+	sum := 0.0
+	for _, j := range jobs {
+		sum += j.scale * math.Min(1, lambda*j.need(rho)/j.rate)
+	}
+	return sum
+}
+
+// pooledRoot returns the smallest ρ >= lo where the needs fit total GPUs,
+// given that they do not fit at lo. Above lo no need is capped, so the
+// demand is G(ρ) = Σ a_j / (ρ·D_j − t_j), convex and falling: Newton's
+// steps from the left never pass the root and converge quadratically; a
+// bisection on the last bracket guards against round-off.
+func pooledRoot(jobs []pooledJob, total, lo float64) float64 {
+	excess := func(rho float64) (f, slope float64) {
+		for _, j := range jobs {
+			a := j.scale * j.remaining / j.rate
+			d := rho*j.isoTime - j.since
+			f += a / d
+			slope -= a * j.isoTime / (d * d)
+		}
+		return f - total, slope
+	}
+	left := lo
+	for k := 0; k < 100; k++ {
+		f, slope := excess(left)
+		if f <= 0 {
+			return left
+		}
+		next := left - f/slope
+		if !(next > left) || next-left <= 1e-15*next {
+			break
+		}
+		left = next
+	}
+	// left is (within round-off) the root from below: step up until the
+	// needs fit, then bisect back to the smallest such ρ.
+	right := left * (1 + 1e-12)
+	for step := 1e-12; ; step *= 2 {
+		if f, _ := excess(right); f <= 0 {
+			break
+		}
+		right = left * (1 + step)
+	}
+	for k := 0; k < 60 && right-left > 1e-15*right; k++ {
+		mid := (left + right) / 2
+		if f, _ := excess(mid); f > 0 {
+			left = mid
+		} else {
+			right = mid
+		}
+	}
+	return right
+}
+
+// pooledRaise returns the largest λ >= 1 (+Inf when every job can have
+// all its time) with pooledDemand(ρ, λ) <= total, given that λ = 1 fits.
+// The demand is piecewise linear in λ with a kink where each job reaches
+// all of its time, so it is solved exactly over the jobs sorted by where
+// they reach it.
+func pooledRaise(jobs []pooledJob, rho, total float64) float64 {
+	type kink struct{ at, scale, slope float64 }
+	kinks := make([]kink, len(jobs))
+	slope := 0.0 // Σ scale_j·u_j over the jobs not yet at all their time
+	for n, j := range jobs {
+		u := j.need(rho) / j.rate
+		kinks[n] = kink{at: 1 / u, scale: j.scale, slope: j.scale * u}
+		slope += j.scale * u
+	}
+	sort.Slice(kinks, func(a, b int) bool { return kinks[a].at < kinks[b].at })
+	capped := 0.0 // GPUs of the jobs at all their time
+	for _, k := range kinks {
+		// Between the previous kink and this one the demand is
+		// capped + λ·slope.
+		if capped+k.at*slope >= total {
+			return math.Max(1, (total-capped)/slope)
+		}
+		capped += k.scale
+		slope -= k.slope
+	}
+	return math.Inf(1)
 }
