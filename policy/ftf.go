@@ -85,9 +85,10 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 	// isolated holds the column values of the isolated allocation, a
 	// feasible point whose max ρ is a first upper bound.
 	isolated := make([]float64, b.lp.NumColumns())
+	shares := NewIsolatedShares(p)
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		share := IsolatedShare(p, j)
+		share := shares.Share(j)
 		iso := 0.0
 		for k, t := range types {
 			iso += tput(j, t) * share[k]

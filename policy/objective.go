@@ -119,13 +119,14 @@ func FinishTimeFairness(p *Problem, a *Allocation) ([]float64, error) {
 		return nil, err
 	}
 	rho := make([]float64, len(p.Jobs))
+	shares := NewIsolatedShares(p)
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
 		if !CanRun(p, j) {
 			rho[i] = math.NaN()
 			continue
 		}
-		rho[i] = themisRho(j.TimeSinceStart, j.StepsRemaining, eff[i], j.IsolatedTime, IsolatedThroughput(p, j))
+		rho[i] = themisRho(j.TimeSinceStart, j.StepsRemaining, eff[i], j.IsolatedTime, shares.Throughput(j))
 	}
 	return rho, nil
 }

@@ -54,7 +54,11 @@ func IsolatedShare(p *Problem, j *Job) []float64 {
 // GPUs: (N_t / units) / sf of every type t, scaled down so the row sums to
 // at most 1 (all zeros when there are no units). Indexed like p.Types().
 func equalSlice(p *Problem, units, sf int) []float64 {
-	types := p.Types()
+	return equalSliceOf(p, p.Types(), units, sf)
+}
+
+// equalSliceOf is equalSlice over types, p.Types() computed by the caller.
+func equalSliceOf(p *Problem, types []string, units, sf int) []float64 {
 	x := make([]float64, len(types))
 	if units == 0 {
 		return x
@@ -76,4 +80,37 @@ func equalSlice(p *Problem, units, sf int) []float64 {
 // share; finish-time fairness compares against it.
 func IsolatedThroughput(p *Problem, j *Job) float64 {
 	return EffectiveThroughput(j, p.Types(), IsolatedShare(p, j))
+}
+
+// IsolatedShares answers IsolatedShare and IsolatedThroughput for many
+// jobs of one problem: finish-time fairness asks for every job at every
+// allocation, and sorting the types and slicing the cluster once per job
+// cost more than the rest of an agnostic allocation. The problem's GPUs
+// and job count must not change while it is in use.
+type IsolatedShares struct {
+	p     *Problem
+	types []string
+	bySF  map[int][]float64
+}
+
+// NewIsolatedShares returns the isolated shares of p's jobs.
+func NewIsolatedShares(p *Problem) *IsolatedShares {
+	return &IsolatedShares{p: p, types: p.Types(), bySF: map[int][]float64{}}
+}
+
+// Share is IsolatedShare(p, j); the slice is shared between jobs of one
+// scale factor and must not be changed.
+func (s *IsolatedShares) Share(j *Job) []float64 {
+	sf := jobScale(j)
+	x, ok := s.bySF[sf]
+	if !ok {
+		x = equalSliceOf(s.p, s.types, len(s.p.Jobs), sf)
+		s.bySF[sf] = x
+	}
+	return x
+}
+
+// Throughput is IsolatedThroughput(p, j).
+func (s *IsolatedShares) Throughput(j *Job) float64 {
+	return EffectiveThroughput(j, s.types, s.Share(j))
 }

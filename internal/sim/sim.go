@@ -601,16 +601,17 @@ func (s *simulator) reset() error {
 	// The daemon's problem builder, so both give the policies the same
 	// input for the same jobs.
 	prob := sched.BuildProblem(s.cfg.GPUs, s.cfg.Costs, s.now, inputs)
+	shares := policy.NewIsolatedShares(prob)
 	for i, j := range s.active {
 		if s.learn == nil {
-			j.isoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+			j.isoRate = shares.Throughput(&prob.Jobs[i])
 			continue
 		}
 		// The policy's view, and the truth for the outcome's fairness.
-		j.seenIsoRate = policy.IsolatedThroughput(prob, &prob.Jobs[i])
+		j.seenIsoRate = shares.Throughput(&prob.Jobs[i])
 		truth := prob.Jobs[i]
 		truth.Throughputs = j.tputs
-		j.isoRate = policy.IsolatedThroughput(prob, &truth)
+		j.isoRate = shares.Throughput(&truth)
 	}
 	if s.packing {
 		prob.Pairs = make([]policy.Pair, len(s.pairs))
