@@ -68,30 +68,44 @@ func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
 
 // waitAllSettled waits until every job is COMPLETED twice in a row, quiet
 // apart (a round, the daemon's check between rounds and a grace period),
-// with the same restart counts. A job that finishes its last step while a
-// grace period the daemon started runs ends inside it just as a preempted
-// job does, so the daemon requeues it (docs/preemption.md) and its next
-// run finds the final checkpoint and ends at once; the first COMPLETED is
-// then not the last.
+// with the same restart counts. Until then a job may show a state that
+// would be final without the daemon: FAILED when the grace signal killed
+// it before its script set the trap, or COMPLETED when it finished its
+// last step just after the signal; both ended inside a grace period, so
+// the daemon requeues them (docs/preemption.md) and they run again from
+// their checkpoint.
 func waitAllSettled(t *testing.T, env *slurmtest.Env, jobs []int, timeout, quiet time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	restarts := func() []int {
-		var counts []int
+	completed := func() (restarts string, ok bool) {
 		for _, id := range jobs {
-			counts = append(counts, env.WaitState(t, id, "COMPLETED", time.Until(deadline)).RestartCount)
+			j := env.Job(t, id)
+			if !j.HasState("COMPLETED") {
+				return "", false
+			}
+			restarts += fmt.Sprintf("%d:%d ", id, j.RestartCount)
 		}
-		return counts
+		return restarts, true
 	}
-	before := restarts()
-	for {
-		time.Sleep(quiet)
-		after := restarts()
-		if fmt.Sprint(after) == fmt.Sprint(before) {
+	settled := ""
+	for time.Now().Before(deadline) {
+		restarts, ok := completed()
+		switch {
+		case !ok:
+			settled = ""
+			time.Sleep(500 * time.Millisecond)
+			continue
+		case restarts == settled:
 			return
 		}
-		before = after
+		settled = restarts
+		time.Sleep(quiet)
 	}
+	for _, id := range jobs {
+		j := env.Job(t, id)
+		t.Errorf("job %d: %v (reason %q), %d restarts", id, j.State, j.StateReason, j.RestartCount)
+	}
+	t.Fatalf("the jobs did not all stay completed within %v", timeout)
 }
 
 // checkSteps reads a checkpointScript log: every step from 1 to total once,
