@@ -49,6 +49,7 @@ type logLine struct {
 	Message string `json:"message"`
 	Round   uint64 `json:"round"`
 	Action  string `json:"action"`
+	raw     string
 }
 
 // daemonProcess is the real binary running as a subprocess; its log lines
@@ -76,6 +77,7 @@ func startDaemon(t *testing.T, bin string, args ...string) *daemonProcess {
 		for sc.Scan() {
 			var l logLine
 			if json.Unmarshal(sc.Bytes(), &l) == nil {
+				l.raw = sc.Text()
 				p.lines <- l
 			} else {
 				t.Logf("daemon: %s", sc.Bytes())
@@ -104,6 +106,23 @@ func (p *daemonProcess) waitFor(t *testing.T, timeout time.Duration, what string
 			}
 		case <-deadline:
 			t.Fatalf("no %s after %v", what, timeout)
+		}
+	}
+}
+
+// logUnread logs the lines the test has not read yet, for a failure's
+// story.
+func (p *daemonProcess) logUnread(t *testing.T) {
+	t.Helper()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				return
+			}
+			t.Logf("daemon: %s", l.raw)
+		default:
+			return
 		}
 	}
 }
@@ -299,12 +318,13 @@ min_run_time = "0s"
 
 	second := startDaemon(t, bin, args...)
 	var j slurmtest.Job
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		j = env.Job(t, victim)
 		if (j.HasState("PENDING") || j.HasState("RUNNING")) && j.RestartCount >= 1 {
 			break
 		}
 		if time.Now().After(deadline) {
+			second.logUnread(t)
 			t.Fatalf("job %d not requeued after the restart: %v, %d restarts", victim, j.State, j.RestartCount)
 		}
 	}
