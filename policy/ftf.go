@@ -123,7 +123,11 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 
 	if !packed && solver == levelAuto {
 		if jobs, capacity, ok := pooledFTF(p, b, active); ok {
-			a := b.allocation(p, name, solvePooledFTF(b, jobs, capacity, lo))
+			x, err := solvePooledFTF(b, jobs, capacity, lo)
+			if err != nil {
+				return nil, err
+			}
+			a := b.allocation(p, name, x)
 			a.Stats.Pooled = true
 			a.Objective, err = MaxFinishTimeFairness(p, a)
 			return a, err

@@ -1,62 +1,78 @@
 package policy
 
 import (
+	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 )
 
 // The heterogeneity-agnostic finish_time_fairness gives every job the same
-// rate on every type it can use. When every job with steps left can use
-// every type of the cluster, the types are interchangeable and the
-// λ-LP of minMaxFinishTimeFairness collapses to one pooled resource: a job
-// given a share s_j of its time (summed over types) runs at r_j·s_j, and
-// any shares with Σ_j scale_j·s_j <= C (all GPUs) can be spread over the
-// types (each job's share split in proportion to the types' counts fills
-// no type beyond its count). Then ρ_j <= ρ needs s_j >= c_j(ρ)/r_j, and
-// the optimum is the smallest ρ >= lo (every job's best, s_j = 1) where
-// G(ρ) = Σ_j scale_j·c_j(ρ)/r_j fits C. G falls as ρ grows, so the root
-// is found by bisection without any LP.
+// rate on every type it can use, so the types a job can use are
+// interchangeable to it and the λ-LP of minMaxFinishTimeFairness collapses
+// to pooled GPUs: a job given a share s_j of its time (summed over its
+// types) runs at r_j·s_j. Shares can be spread over the types exactly
+// when, for every set S of types, the jobs that can use only types of S
+// take no more than S's GPUs (Σ_{j: U_j ⊆ S} scale_j·s_j <= GPUs of S,
+// the supply-demand theorem for a bipartite flow; U_j is the job's usable
+// types). ρ_j <= ρ needs s_j >= c_j(ρ)/r_j, so the optimum is the smallest
+// ρ >= lo (every job's best, s_j = 1) that meets every set's condition:
+// the largest of the roots of G_S(ρ) = Σ_{j: U_j ⊆ S} scale_j·c_j(ρ)/r_j
+// = GPUs of S, each sum falling as ρ grows. With a few types there are
+// few sets (at most 2^maxPooledTypes − 1), and no LP is solved but a
+// tiny one for the split when jobs differ in their types.
 //
 // This is the common case of the agnostic policy at high load, where the
 // LP is at its slowest: every job ties between types, which leaves the
 // price decomposition without a direction and CLP with a degenerate LP.
 
+// maxPooledTypes bounds the types of a pooled problem (its sets of types
+// grow as 2^types).
+const maxPooledTypes = 6
+
 // pooledJob is one active job of the pooled problem.
 type pooledJob struct {
 	ftfJob
-	rate  float64 // r_j, the same on every type
+	rate  float64 // r_j, the same on every type it can use
 	scale float64
+	types uint // U_j: bit k set when the job can use type k
 }
 
 // pooledFTF returns the pooled problem of active, or ok = false when some
-// active job cannot use some type with GPUs or runs at different rates on
-// two of them.
+// active job runs at different rates on two types, or the cluster has
+// more than maxPooledTypes types with GPUs.
 func pooledFTF(p *Problem, b *placementLP, active []ftfJob) (jobs []pooledJob, capacity []float64, ok bool) {
 	capacity = make([]float64, len(b.types))
+	withGPUs := 0
 	for k, t := range b.types {
 		capacity[k] = float64(p.GPUs[t])
+		if capacity[k] > 0 {
+			withGPUs++
+		}
+	}
+	if withGPUs > maxPooledTypes || len(b.types) > bits.UintSize {
+		return nil, nil, false
 	}
 	jobs = make([]pooledJob, len(active))
 	for n, fj := range active {
 		u := b.units[fj.index]
 		rate := -1.0
+		var types uint
 		for k, c := range u.cols {
-			if capacity[k] == 0 {
+			if capacity[k] == 0 || c < 0 {
 				continue
-			}
-			if c < 0 {
-				return nil, nil, false
 			}
 			coef := b.effCoefs[fj.index][indexOf(b.effCols[fj.index], c)]
 			if rate >= 0 && coef != rate {
 				return nil, nil, false
 			}
 			rate = coef
+			types |= 1 << k
 		}
 		if rate <= 0 {
 			return nil, nil, false
 		}
-		jobs[n] = pooledJob{ftfJob: fj, rate: rate, scale: float64(jobScale(&p.Jobs[fj.index]))}
+		jobs[n] = pooledJob{ftfJob: fj, rate: rate, scale: float64(jobScale(&p.Jobs[fj.index])), types: types}
 	}
 	return jobs, capacity, true
 }
@@ -74,29 +90,180 @@ func indexOf(s []int, v int) int {
 // pooled problem (lo: a lower bound on the optimal max ρ, as computed by
 // minMaxFinishTimeFairness, at which every job's own best is reachable).
 // Once the optimal ρ is met, the GPUs left over are shared by raising
-// every job's share by one factor (capped at all of its time), the way the
-// λ-LP would raise them, so the allocation leaves no GPU idle that a job
-// could use.
-func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo float64) []float64 {
-	total := 0.0
-	for _, c := range capacity {
-		total += c
-	}
+// every job's share by one factor (capped at all of its time), as far as
+// every set's condition allows, the way the λ-LP would raise them. Each
+// job's time is then split over its types in proportion to their counts
+// where that fits, as an interior-point solver splits it, and else as
+// close to that as the GPUs allow (pooledSplit).
+func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo float64) ([]float64, error) {
+	sets := pooledSets(jobs, capacity)
 	rho := lo
-	if pooledDemand(jobs, lo, 1) > total {
-		rho = pooledRoot(jobs, total, lo)
+	for _, set := range sets {
+		if pooledDemand(set.jobs, lo, 1) > set.gpus {
+			rho = math.Max(rho, pooledRoot(set.jobs, set.gpus, lo))
+		}
 	}
-	lambda := pooledRaise(jobs, rho, total)
+	lambda := math.Inf(1)
+	for _, set := range sets {
+		lambda = math.Min(lambda, pooledRaise(set.jobs, rho, set.gpus))
+	}
+	share := make([]float64, len(jobs))
+	for n, j := range jobs {
+		share[n] = math.Min(1, lambda*j.need(rho)/j.rate)
+	}
+	return pooledSplit(b, jobs, share, capacity)
+}
+
+// pooledSet is one set S of types with the jobs that can use only types
+// of S.
+type pooledSet struct {
+	types uint
+	gpus  float64
+	jobs  []pooledJob
+}
+
+// pooledSets lists the sets of types whose condition can bind: those that
+// hold some job's types.
+func pooledSets(jobs []pooledJob, capacity []float64) []pooledSet {
+	var all uint
+	for k, c := range capacity {
+		if c > 0 {
+			all |= 1 << k
+		}
+	}
+	var sets []pooledSet
+	// Every subset of all, by the standard submask walk.
+	for s := all; s > 0; s = (s - 1) & all {
+		set := pooledSet{types: s}
+		for k, c := range capacity {
+			if s&(1<<k) != 0 {
+				set.gpus += c
+			}
+		}
+		for _, j := range jobs {
+			if j.types&^s == 0 {
+				set.jobs = append(set.jobs, j)
+			}
+		}
+		if len(set.jobs) > 0 {
+			sets = append(sets, set)
+		}
+	}
+	return sets
+}
+
+// pooledSplit spreads each job's share over its types: jobs with the same
+// types form a group, each group's GPUs (Σ scale_j·s_j) are split in
+// proportion to the counts of its types when every group can use every
+// type, and otherwise by the flow closest to that proportional split in
+// total absolute difference (a small LP over groups and types); a job
+// gets its group's split in proportion to its share.
+func pooledSplit(b *placementLP, jobs []pooledJob, share, capacity []float64) ([]float64, error) {
+	groupOf := map[uint]int{}
+	var groupTypes []uint
+	var demand []float64
+	for n, j := range jobs {
+		g, ok := groupOf[j.types]
+		if !ok {
+			g = len(groupTypes)
+			groupOf[j.types] = g
+			groupTypes = append(groupTypes, j.types)
+			demand = append(demand, 0)
+		}
+		demand[g] += j.scale * share[n]
+	}
+	// split[g][k]: GPUs of type k given to group g, first in proportion.
+	split := make([][]float64, len(groupTypes))
+	sameTypes := true
+	for g, types := range groupTypes {
+		split[g] = make([]float64, len(capacity))
+		gpus := 0.0
+		for k, c := range capacity {
+			if types&(1<<k) != 0 {
+				gpus += c
+			}
+		}
+		for k, c := range capacity {
+			if types&(1<<k) != 0 {
+				split[g][k] = demand[g] * c / gpus
+			}
+		}
+		sameTypes = sameTypes && types == groupTypes[0]
+	}
+	if !sameTypes {
+		if err := closestFlow(split, demand, groupTypes, capacity); err != nil {
+			return nil, err
+		}
+	}
 	x := make([]float64, b.lp.NumColumns())
-	for _, j := range jobs {
-		share := math.Min(1, lambda*j.need(rho)/j.rate)
+	for n, j := range jobs {
+		g := groupOf[j.types]
+		if demand[g] <= 0 {
+			continue
+		}
 		for k, c := range b.units[j.index].cols {
-			if c >= 0 && capacity[k] > 0 {
-				x[c] = share * capacity[k] / total
+			if c >= 0 && j.types&(1<<k) != 0 {
+				x[c] = share[n] * split[g][k] / demand[g]
 			}
 		}
 	}
-	return x
+	return x, nil
+}
+
+// closestFlow replaces the proportional split (its targets) by the flow
+// that gives every group its demand on its own types, fills no type
+// beyond its count, and differs least from the targets in total:
+// minimize Σ t_gk with t_gk >= |y_gk − target_gk|.
+func closestFlow(split [][]float64, demand []float64, groupTypes []uint, capacity []float64) error {
+	lp := NewLP(0)
+	cols := make([][]int, len(split))
+	perType := make([][]int, len(capacity))
+	for g := range split {
+		cols[g] = make([]int, len(capacity))
+		var row []int
+		var ones []float64
+		for k := range capacity {
+			cols[g][k] = -1
+			if groupTypes[g]&(1<<k) == 0 {
+				continue
+			}
+			y := lp.AddColumn(0, Inf, 0)
+			dev := lp.AddColumn(0, Inf, 1)
+			cols[g][k] = y
+			target := split[g][k]
+			lp.AddRow([]int{dev, y}, []float64{1, -1}, -target, Inf) // t >= y − target
+			lp.AddRow([]int{dev, y}, []float64{1, 1}, target, Inf)   // t >= target − y
+			row = append(row, y)
+			ones = append(ones, 1)
+			perType[k] = append(perType[k], y)
+		}
+		lp.AddRow(row, ones, demand[g], demand[g])
+	}
+	for k, ys := range perType {
+		if len(ys) > 0 {
+			lp.AddRow(ys, onesLike(ys), -Inf, capacity[k])
+		}
+	}
+	res, err := lp.Solve()
+	if err != nil {
+		return fmt.Errorf("pooled split: %w", err)
+	}
+	for g := range split {
+		for k, c := range cols[g] {
+			if c >= 0 {
+				split[g][k] = math.Max(0, res.X[c])
+			}
+		}
+	}
+	return nil
+}
+
+func onesLike(s []int) []float64 {
+	out := make([]float64, len(s))
+	for i := range out {
+		out[i] = 1
+	}
+	return out
 }
 
 // pooledDemand is Σ scale_j·min(1, λ·c_j(ρ)/r_j): the GPUs the shares take.

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -14,10 +15,13 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 		name   string
 		c      levelCase
 		pooled bool // whether the pooled path applies
+		mixed  bool // whether jobs differ in the types they can use
 	}{
-		{"single-GPU, light", levelCase{jobs: 40, types: 3, gpus: 36, distinct: true, maxSF: 1}, true},
-		{"multi-GPU, contended", levelCase{jobs: 300, types: 3, gpus: 8, distinct: true, maxSF: 1}, true},
-		{"some jobs cannot run on a type", levelCase{jobs: 60, types: 3, gpus: 36, distinct: true, zeroRate: 0.2, maxSF: 1}, false},
+		{"single-GPU, light", levelCase{jobs: 40, types: 3, gpus: 36, distinct: true, maxSF: 1}, true, false},
+		{"multi-GPU, contended", levelCase{jobs: 300, types: 3, gpus: 8, distinct: true, maxSF: 1}, true, false},
+		{"some jobs cannot run on a type", levelCase{jobs: 60, types: 3, gpus: 36, distinct: true, zeroRate: 0.2, maxSF: 1}, true, true},
+		{"multi-GPU, some jobs cannot run on a type", levelCase{jobs: 300, types: 3, gpus: 8, distinct: true, zeroRate: 0.3, maxSF: 1}, true, true},
+		{"more types than pooling takes", levelCase{jobs: 60, types: maxPooledTypes + 1, gpus: 8, distinct: true, zeroRate: 0.2, maxSF: 1}, false, true},
 	}
 	for _, tc := range cases {
 		for seed := int64(1); seed <= 4; seed++ {
@@ -29,14 +33,14 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 				}
 				for i := range p.Jobs {
 					j := &p.Jobs[i]
-					if tc.name == "multi-GPU, contended" {
+					if strings.HasPrefix(tc.name, "multi-GPU") {
 						j.ScaleFactor = []int{1, 2, 4, 8}[rng.Intn(4)]
 					}
 					j.StepsRemaining = 1000 + 1e5*rng.Float64()
 					j.TimeSinceStart = 36000 * rng.Float64()
 					j.IsolatedTime = j.TimeSinceStart * (0.2 + 0.8*rng.Float64())
 				}
-				if !tc.pooled {
+				if tc.mixed {
 					// At least one job must lack a type for the test to
 					// mean anything.
 					p.Jobs[0].Throughputs = map[string]float64{"t0": 1}
@@ -68,7 +72,7 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 				if !levelAgree(pooledRho, lpRho) {
 					t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
 				}
-				if !tc.pooled {
+				if !tc.pooled || tc.mixed {
 					return
 				}
 				// No GPU idle that some job could still use.
@@ -112,4 +116,38 @@ func agnosticView(p *Problem, tput throughputFunc) *Problem {
 		v.Jobs[i] = j
 	}
 	return &v
+}
+
+// When the jobs that can use only some types need more than those types
+// hold, that set of types bounds the optimum, not the whole cluster: here
+// ten jobs share 2 t0 GPUs while the t1 GPUs are mostly spare.
+func TestPooledFTFHonoursEverySetOfTypes(t *testing.T) {
+	p := &Problem{GPUs: map[string]int{"t0": 2, "t1": 20}}
+	for i := 0; i < 20; i++ {
+		j := Job{ID: fmt.Sprint(i), Throughputs: map[string]float64{"t0": 2 + float64(i%3)}, ScaleFactor: 1 + i%2, Weight: 1,
+			StepsRemaining: 5e4 + 1e3*float64(i), TimeSinceStart: 600 * float64(i), IsolatedTime: 300 * float64(i)}
+		if i >= 10 {
+			j.Throughputs["t1"] = j.Throughputs["t0"]
+		}
+		p.Jobs = append(p.Jobs, j)
+	}
+	tput := agnosticThroughput(p)
+	auto, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !auto.Stats.Pooled {
+		t.Fatal("pooled path not taken")
+	}
+	mmCheckFeasible(t, p, auto)
+	view := agnosticView(p, tput)
+	pooledRho, _ := MaxFinishTimeFairness(view, auto)
+	lpRho, _ := MaxFinishTimeFairness(view, full)
+	if !levelAgree(pooledRho, lpRho) {
+		t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
+	}
 }
