@@ -103,23 +103,62 @@ func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo flo
 			rho = math.Max(rho, pooledRoot(set.jobs, set.gpus, lo))
 		}
 	}
-	lambda := math.Inf(1)
-	for _, set := range sets {
-		lambda = math.Min(lambda, pooledRaise(set.jobs, rho, set.gpus))
-	}
+	return pooledSplit(b, jobs, pooledShares(jobs, sets, rho), capacity)
+}
+
+// pooledShares raises the shares the needs at rho call for by progressive
+// filling: every job's share by one factor until some set of types is
+// full, then the jobs outside the full sets further, and so on, each
+// share capped at all of the job's time. With one set (every job can use
+// every type) that is one factor for all; with several, the GPUs a
+// restricted set leaves over still go to the jobs that can use them.
+func pooledShares(jobs []pooledJob, sets []pooledSet, rho float64) []float64 {
 	share := make([]float64, len(jobs))
-	for n, j := range jobs {
-		share[n] = math.Min(1, lambda*j.need(rho)/j.rate)
+	frozen := make([]bool, len(jobs))
+	left := len(jobs)
+	raise := make([]float64, len(sets))
+	for level := 1.0; left > 0; {
+		lambda := math.Inf(1)
+		for s, set := range sets {
+			raise[s] = math.Inf(1)
+			var free []pooledJob
+			used := 0.0
+			for _, n := range set.members {
+				if frozen[n] {
+					used += jobs[n].scale * share[n]
+				} else {
+					free = append(free, jobs[n])
+				}
+			}
+			if len(free) > 0 {
+				raise[s] = math.Max(level, pooledRaise(free, rho, set.gpus-used))
+				lambda = math.Min(lambda, raise[s])
+			}
+		}
+		for s, set := range sets {
+			if !math.IsInf(lambda, 1) && raise[s] > lambda {
+				continue // room left: its jobs rise further
+			}
+			for _, n := range set.members {
+				if !frozen[n] {
+					share[n] = math.Min(1, lambda*jobs[n].need(rho)/jobs[n].rate)
+					frozen[n] = true
+					left--
+				}
+			}
+		}
+		level = lambda
 	}
-	return pooledSplit(b, jobs, share, capacity)
+	return share
 }
 
 // pooledSet is one set S of types with the jobs that can use only types
 // of S.
 type pooledSet struct {
-	types uint
-	gpus  float64
-	jobs  []pooledJob
+	types   uint
+	gpus    float64
+	jobs    []pooledJob
+	members []int // the jobs' indices in the pooled problem
 }
 
 // pooledSets lists the sets of types whose condition can bind: those that
@@ -140,9 +179,10 @@ func pooledSets(jobs []pooledJob, capacity []float64) []pooledSet {
 				set.gpus += c
 			}
 		}
-		for _, j := range jobs {
+		for n, j := range jobs {
 			if j.types&^s == 0 {
 				set.jobs = append(set.jobs, j)
+				set.members = append(set.members, n)
 			}
 		}
 		if len(set.jobs) > 0 {

@@ -124,10 +124,14 @@ func agnosticView(p *Problem, tput throughputFunc) *Problem {
 func TestPooledFTFHonoursEverySetOfTypes(t *testing.T) {
 	p := &Problem{GPUs: map[string]int{"t0": 2, "t1": 20}}
 	for i := 0; i < 20; i++ {
+		// The t0-only jobs are far behind and set the optimal ρ; the
+		// jobs that can use t1 are far ahead and need almost nothing
+		// for it, so one raise factor for all would leave them near 0.
 		j := Job{ID: fmt.Sprint(i), Throughputs: map[string]float64{"t0": 2 + float64(i%3)}, ScaleFactor: 1 + i%2, Weight: 1,
-			StepsRemaining: 5e4 + 1e3*float64(i), TimeSinceStart: 600 * float64(i), IsolatedTime: 300 * float64(i)}
+			StepsRemaining: 5e4 + 1e3*float64(i), TimeSinceStart: 36000, IsolatedTime: 3600}
 		if i >= 10 {
 			j.Throughputs["t1"] = j.Throughputs["t0"]
+			j.TimeSinceStart, j.IsolatedTime = 3600, 360000
 		}
 		p.Jobs = append(p.Jobs, j)
 	}
@@ -150,4 +154,20 @@ func TestPooledFTFHonoursEverySetOfTypes(t *testing.T) {
 	if !levelAgree(pooledRho, lpRho) {
 		t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
 	}
+	// The t1 GPUs the t0-only jobs cannot use hold every job that can
+	// use them (15 GPUs for 20): none of those may be left short of all
+	// its time.
+	for j := 10; j < 20; j++ {
+		if got := sum(auto.Rows[j].Fractions); got < 1-1e-9 {
+			t.Errorf("job %d gets %.6g of its time while t1 GPUs are idle", j, got)
+		}
+	}
+}
+
+func sum(xs []float64) float64 {
+	total := 0.0
+	for _, x := range xs {
+		total += x
+	}
+	return total
 }
