@@ -99,8 +99,8 @@ func solvePooledFTF(b *placementLP, jobs []pooledJob, capacity []float64, lo flo
 	sets := pooledSets(jobs, capacity)
 	rho := lo
 	for _, set := range sets {
-		if pooledDemand(set.jobs, lo, 1) > set.gpus {
-			rho = math.Max(rho, pooledRoot(set.jobs, set.gpus, lo))
+		if members := set.of(jobs); pooledDemand(members, lo, 1) > set.gpus {
+			rho = math.Max(rho, pooledRoot(members, set.gpus, lo))
 		}
 	}
 	return pooledSplit(b, jobs, pooledShares(jobs, sets, rho), capacity)
@@ -157,8 +157,16 @@ func pooledShares(jobs []pooledJob, sets []pooledSet, rho float64) []float64 {
 type pooledSet struct {
 	types   uint
 	gpus    float64
-	jobs    []pooledJob
 	members []int // the jobs' indices in the pooled problem
+}
+
+// of returns the set's jobs among jobs.
+func (set pooledSet) of(jobs []pooledJob) []pooledJob {
+	out := make([]pooledJob, len(set.members))
+	for i, n := range set.members {
+		out[i] = jobs[n]
+	}
+	return out
 }
 
 // pooledSets lists the sets of types whose condition can bind: those that
@@ -181,11 +189,10 @@ func pooledSets(jobs []pooledJob, capacity []float64) []pooledSet {
 		}
 		for n, j := range jobs {
 			if j.types&^s == 0 {
-				set.jobs = append(set.jobs, j)
 				set.members = append(set.members, n)
 			}
 		}
-		if len(set.jobs) > 0 {
+		if len(set.members) > 0 {
 			sets = append(sets, set)
 		}
 	}
@@ -261,7 +268,6 @@ func closestFlow(split [][]float64, demand []float64, groupTypes []uint, capacit
 	for g := range split {
 		cols[g] = make([]int, len(capacity))
 		var row []int
-		var ones []float64
 		for k := range capacity {
 			cols[g][k] = -1
 			if groupTypes[g]&(1<<k) == 0 {
@@ -274,14 +280,13 @@ func closestFlow(split [][]float64, demand []float64, groupTypes []uint, capacit
 			lp.AddRow([]int{dev, y}, []float64{1, -1}, -target, Inf) // t >= y − target
 			lp.AddRow([]int{dev, y}, []float64{1, 1}, target, Inf)   // t >= target − y
 			row = append(row, y)
-			ones = append(ones, 1)
 			perType[k] = append(perType[k], y)
 		}
-		lp.AddRow(row, ones, demand[g], demand[g])
+		lp.AddRow(row, ones(len(row)), demand[g], demand[g])
 	}
 	for k, ys := range perType {
 		if len(ys) > 0 {
-			lp.AddRow(ys, onesLike(ys), -Inf, capacity[k])
+			lp.AddRow(ys, ones(len(ys)), -Inf, capacity[k])
 		}
 	}
 	res, err := lp.Solve()
@@ -296,14 +301,6 @@ func closestFlow(split [][]float64, demand []float64, groupTypes []uint, capacit
 		}
 	}
 	return nil
-}
-
-func onesLike(s []int) []float64 {
-	out := make([]float64, len(s))
-	for i := range out {
-		out[i] = 1
-	}
-	return out
 }
 
 // pooledDemand is Σ scale_j·min(1, λ·c_j(ρ)/r_j): the GPUs the shares take.

@@ -110,6 +110,16 @@ func (p *daemonProcess) waitFor(t *testing.T, timeout time.Duration, what string
 	}
 }
 
+// stop sends SIGTERM and waits for the daemon to exit; the error is what
+// its exit was (nil for a clean stop).
+func (p *daemonProcess) stop(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return p.cmd.Wait()
+}
+
 // logUnread logs the lines the test has not read yet, for a failure's
 // story.
 func (p *daemonProcess) logUnread(t *testing.T) {
@@ -254,10 +264,7 @@ min_run_time = "0s"
 	if after.Round.Number <= before.Round.Number {
 		t.Errorf("round counter went back: %d -> %d", before.Round.Number, after.Round.Number)
 	}
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.cmd.Wait(); err != nil {
+	if err := second.stop(t); err != nil {
 		t.Errorf("daemon did not stop cleanly: %v", err)
 	}
 
@@ -330,24 +337,12 @@ min_run_time = "0s"
 	}
 	t.Logf("job %d after the restart: %v, %d restarts", victim, j.State, j.RestartCount)
 	second.waitFor(t, 30*time.Second, "a round after the requeue", func(l logLine) bool { return l.Message == "round" })
-	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	_ = second.cmd.Wait()
+	_ = second.stop(t)
 
-	st, err := store.Open(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	entries, err := st.Recent(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	preemptions, _ := auditPreemptions(t, stateDir)
 	signals := 0
-	for _, e := range entries {
-		var a Action
-		if json.Unmarshal(e.Payload, &a) == nil && a.Kind == bridge.ActSignal && int(a.Job) == victim && a.Restarts == 0 {
+	for _, p := range preemptions {
+		if p.Kind == bridge.ActSignal && int(p.Job) == victim && p.Restarts == 0 {
 			signals++
 		}
 	}

@@ -97,10 +97,7 @@ standby = true
 	})
 	t.Logf("job %d after the takeover: %v, %d restarts", victim, j.State, j.RestartCount)
 	standby.waitFor(t, 30*time.Second, "two more rounds", func(l logLine) bool { return l.Message == "round" && l.Round >= took.Round+2 })
-	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := standby.cmd.Wait(); err != nil {
+	if err := standby.stop(t); err != nil {
 		t.Errorf("the daemon that took over did not stop cleanly: %v", err)
 	}
 
