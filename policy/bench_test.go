@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -315,30 +316,66 @@ func BenchmarkFinishTimeFairnessPerfDistinct(b *testing.B) {
 func BenchmarkMaxMinFairnessPerfDistinctNextRound(b *testing.B) {
 	for _, n := range []int{2048, 8192} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			pool := mmDistinctProblem(b, 2*n, 10)
-			rounds := make([]*Problem, 20)
-			for r := range rounds {
-				p := &Problem{GPUs: pool.GPUs}
-				start := r * n / 20
-				p.Jobs = pool.Jobs[start : start+n]
-				rounds[r] = p
-			}
-			pol, err := New("max_min_fairness_perf", Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := pol.Allocate(rounds[0]); err != nil {
-				b.Fatal(err)
-			}
-			var a *Allocation
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if a, err = pol.Allocate(rounds[1+i%(len(rounds)-1)]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(a.Stats.LPs), "LPs")
+			nextRoundBench(b, "max_min_fairness_perf", distinctRounds(b, n, 10, false))
 		})
 	}
+}
+
+// BenchmarkFinishTimeFairnessPerfDistinctNextRound is the same for
+// finish-time fairness, at the sizes a simulation at saturation reaches
+// (a few hundred jobs in the system), where each search starts from the
+// previous round's basis.
+func BenchmarkFinishTimeFairnessPerfDistinctNextRound(b *testing.B) {
+	for _, n := range []int{256, 512} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			nextRoundBench(b, "finish_time_fairness_perf", distinctRounds(b, n, 11, true))
+		})
+	}
+}
+
+// distinctRounds is 20 rounds of n distinct jobs each, every round a
+// twentieth of the jobs replaced by new ones; with history, each job also
+// has steps left and time received, and loses steps from round to round.
+func distinctRounds(tb testing.TB, n int, seed int64, history bool) []*Problem {
+	pool := mmDistinctProblem(tb, 2*n, seed)
+	if history {
+		ftfHistory(pool, seed)
+	}
+	rounds := make([]*Problem, 20)
+	for r := range rounds {
+		p := &Problem{GPUs: pool.GPUs}
+		start := r * n / 20
+		p.Jobs = slices.Clone(pool.Jobs[start : start+n])
+		if history {
+			for i := range p.Jobs {
+				j := &p.Jobs[i]
+				j.StepsRemaining *= 1 - 0.01*float64(r)
+				j.TimeSinceStart += 360 * float64(r)
+				j.IsolatedTime += 300 * float64(r)
+			}
+		}
+		rounds[r] = p
+	}
+	return rounds
+}
+
+// nextRoundBench times the allocations of rounds[1:] with one policy value
+// that has allocated rounds[0].
+func nextRoundBench(b *testing.B, policy string, rounds []*Problem) {
+	pol, err := New(policy, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pol.Allocate(rounds[0]); err != nil {
+		b.Fatal(err)
+	}
+	var a *Allocation
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if a, err = pol.Allocate(rounds[1+i%(len(rounds)-1)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(a.Stats.LPs), "LPs")
 }

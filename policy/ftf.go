@@ -26,7 +26,8 @@ import (
 //     allocation has Σ μ_j·eff_j <= λ*·Σ μ_j·c_j(ρ), so no ρ' with
 //     Σ μ_j·c_j(ρ') above that is reachable (see ftfLowerBound);
 //   - the next LP probes lo itself, where feasibility ends the search; it
-//     halves the bracket only when the bound moved little.
+//     halves the bracket only after ftfBoundProbes infeasible probes in a
+//     row, or a probe that moved neither end.
 //
 // The first probe usually ends it: some job is behind by so much that its
 // best placement is the optimum, and one LP finds an allocation that gives
@@ -47,15 +48,41 @@ func init() {
 	declareTraits(Traits{Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness")
 	declareTraits(Traits{TypeAware: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_perf")
 	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_packed")
-	registerFunc("finish_time_fairness", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness", agnosticThroughput(p), false, levelAuto)
+	register("finish_time_fairness", func(Options) Policy {
+		return &ftfPolicy{name: "finish_time_fairness", agnostic: true}
 	})
-	registerFunc("finish_time_fairness_perf", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness_perf", realThroughput, false, levelAuto)
+	register("finish_time_fairness_perf", func(Options) Policy {
+		return &ftfPolicy{name: "finish_time_fairness_perf"}
 	})
-	registerFunc("finish_time_fairness_packed", func(p *Problem) (*Allocation, error) {
-		return minMaxFinishTimeFairness(p, "finish_time_fairness_packed", realThroughput, true, levelAuto)
+	register("finish_time_fairness_packed", func(Options) Policy {
+		return &ftfPolicy{name: "finish_time_fairness_packed", packed: true}
 	})
+}
+
+// ftfPolicy is one of the finish_time_fairness policies. It remembers the
+// basis its last search ended with, so the next round's search, over
+// nearly the same jobs, starts from it.
+type ftfPolicy struct {
+	name     string
+	agnostic bool
+	packed   bool
+	memory   ftfMemory
+}
+
+func (pol *ftfPolicy) Name() string { return pol.name }
+
+func (pol *ftfPolicy) Traits() Traits { return declaredTraits[pol.name] }
+
+func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
+	tput := realThroughput
+	if pol.agnostic {
+		tput = agnosticThroughput(p)
+	}
+	a, err := minMaxFinishTimeFairnessWith(p, pol.name, tput, pol.packed, levelAuto, &pol.memory)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	}
+	return a, nil
 }
 
 // ftfRelativeGap is the relative precision of the optimal max ρ.
@@ -66,6 +93,25 @@ const ftfRelativeGap = 1e-6
 // fewer in practice.
 const ftfMaxSolves = 200
 
+// ftfKeptMaxUnits is the number of active jobs below which the search keeps
+// the full λ-LP loaded rather than decomposing it (levelsolve.go), even
+// where the decomposition would be used for other policies: each probe
+// then starts from the last one's basis, and each search from the
+// previous round's, so probes take a few pivots each, while the
+// decomposition starts its masters afresh. On the multi-GPU trace at 3.2
+// jobs/h (300-400 jobs in the system, one or two arrivals or completions
+// between allocations) that halves the solver's time; with a twentieth of
+// the jobs replaced between rounds
+// (BenchmarkFinishTimeFairnessPerfDistinctNextRound) the two are even at
+// 512 jobs. A first, cold search costs more this way (7 ms against 5 at
+// 256 distinct jobs), and far more above 512, where the decomposition
+// stays (5x faster cold at 1024).
+const ftfKeptMaxUnits = 512
+
+// ftfBoundProbes is how many infeasible probes in a row the search makes
+// at its lower bound before it halves the bracket instead.
+const ftfBoundProbes = 3
+
 // ftfJob is one job's data for the search, in the policy's throughput view.
 type ftfJob struct {
 	index     int
@@ -75,6 +121,12 @@ type ftfJob struct {
 }
 
 func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, packed bool, solver levelSolver) (*Allocation, error) {
+	return minMaxFinishTimeFairnessWith(p, name, tput, packed, solver, nil)
+}
+
+// minMaxFinishTimeFairnessWith is minMaxFinishTimeFairness starting the LP
+// search from the basis in memory (when not nil), which it updates.
+func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, packed bool, solver levelSolver, memory *ftfMemory) (*Allocation, error) {
 	b, err := newPlacementLP(p, tput, packed)
 	if err != nil {
 		return nil, err
@@ -134,7 +186,7 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		}
 	}
 	var decomposed *ftfLevel
-	if !packed && solver.decompose(len(active)) {
+	if !packed && solver.decompose(len(active)) && !(solver == levelAuto && len(active) < ftfKeptMaxUnits) {
 		decomposed = newFTFLevel(p, tput, b, active)
 	}
 	lambda := b.lp.AddColumn(0, Inf, 1)
@@ -145,6 +197,24 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		b.effectiveRow(fj.index, []int{lambda}, []float64{-1}, 0, Inf) // coefficient set per ρ
 	}
 	var stats Stats
+	// The LP is loaded once and each probe changes λ's coefficients in
+	// place, so every probe after the first starts from the last basis,
+	// and the first from the previous search's (by job id).
+	var kept *KeptLP
+	if decomposed == nil {
+		for n, fj := range active {
+			b.setRowCoef(reqRows[n], lambda, -fj.need(lo))
+		}
+		if kept, err = b.lp.Keep(); err != nil {
+			return nil, err
+		}
+		defer kept.Close()
+		if memory != nil {
+			if err := kept.SetBasis(memory.restore(p, b, active, lambda, reqRows)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// solveAt solves the λ-LP at ρ; it returns λ*, the column values and
 	// the magnitudes of the requirement rows' duals.
 	solveAt := func(rho float64) (float64, []float64, []float64, error) {
@@ -152,13 +222,14 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 			return decomposed.solveAt(rho, &stats)
 		}
 		for n, fj := range active {
-			b.setRowCoef(reqRows[n], lambda, -fj.need(rho))
+			kept.SetCoefficient(reqRows[n], lambda, -fj.need(rho))
 		}
-		res, err := b.lp.Solve()
+		res, err := kept.Solve()
 		if err != nil {
 			return 0, nil, nil, fmt.Errorf("at ρ = %g: %w", rho, err)
 		}
 		noteLP(&stats, b.lp)
+		stats.Pivots += kept.Iterations()
 		mu := make([]float64, len(active))
 		for n, r := range reqRows {
 			mu[n] = math.Abs(res.RowDuals[r])
@@ -181,6 +252,7 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 	best := isolated
 	hi := maxRho(isolated)
 	rho := lo
+	boundFailures := 0 // infeasible probes in a row
 	for iter := 0; hi-lo > ftfRelativeGap*lo; iter++ {
 		if iter == ftfMaxSolves {
 			return nil, fmt.Errorf("max ρ still in [%g, %g] after %d LPs", lo, hi, iter)
@@ -199,15 +271,26 @@ func minMaxFinishTimeFairness(p *Problem, name string, tput throughputFunc, pack
 		if lam < 1 {
 			lo = math.Max(lo, math.Min(ftfLowerBound(active, rho, lam, mu), hi))
 		}
-		// Probe the lower bound: if it is feasible the search is over.
-		// When the bound moved little (or solver round-off kept a feasible
-		// probe from lowering hi), halve the bracket instead, so the search
-		// never crawls.
+		// Probe the lower bound: if it is feasible the search is over. The
+		// duals' bound is usually within a few parts per million of the
+		// optimum, so the next probe at it ends the search or gives a bound
+		// closer still. Only when probes at the bound keep failing
+		// (ftfBoundProbes in a row), or solver round-off kept a probe from
+		// moving either end, is the bracket halved, so the search never
+		// crawls.
+		if lam < 1 {
+			boundFailures++
+		} else {
+			boundFailures = 0
+		}
 		next := lo
-		if (lam < 1 && lo-rho < (hi-rho)/4) || before == [2]float64{lo, hi} {
-			next = (lo + hi) / 2
+		if boundFailures >= ftfBoundProbes || before == [2]float64{lo, hi} {
+			next, boundFailures = (lo+hi)/2, 0
 		}
 		rho = next
+	}
+	if memory != nil && kept != nil {
+		memory.save(p, b, active, lambda, reqRows, kept.Basis())
 	}
 	a := b.allocation(p, name, best)
 	a.Stats = stats

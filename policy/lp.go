@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gavel-slurm/gavel-slurm/internal/clpmodel"
 	"github.com/lanl/clp"
 )
 
@@ -115,26 +116,13 @@ func (lp *LP) Solve() (*LPResult, error) {
 		}
 		return &LPResult{RowDuals: make([]float64, nr), RowValues: make([]float64, nr)}, nil
 	}
-	// CLP's packed matrix is column-major: transpose the row lists.
-	colCount := make([]int, nc)
-	for _, c := range lp.rowCols {
-		if c < 0 || c >= nc {
-			return nil, fmt.Errorf("lp: row references column %d of %d", c, nc)
-		}
-		colCount[c]++
+	colStart, rowIndex, values, err := lp.columnMajor()
+	if err != nil {
+		return nil, err
 	}
-	colStart := make([]int, nc+1)
-	for c := 0; c < nc; c++ {
-		colStart[c+1] = colStart[c] + colCount[c]
-	}
-	entries := make([]clp.Nonzero, len(lp.rowCols))
-	fill := append([]int(nil), colStart[:nc]...)
-	for r := 0; r < nr; r++ {
-		for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
-			c := lp.rowCols[k]
-			entries[fill[c]] = clp.Nonzero{Index: r, Value: lp.rowVals[k]}
-			fill[c]++
-		}
+	entries := make([]clp.Nonzero, len(rowIndex))
+	for k := range entries {
+		entries[k] = clp.Nonzero{Index: rowIndex[k], Value: values[k]}
 	}
 	m := clp.NewPackedMatrix()
 	m.Reserve(nc, len(entries), false)
@@ -174,4 +162,109 @@ func (lp *LP) Solve() (*LPResult, error) {
 		ColumnDuals: s.DualColumnSolution(),
 		RowValues:   s.PrimalRowSolution(),
 	}, nil
+}
+
+// columnMajor transposes the row lists into CLP's column-major form:
+// column c has the entries rowIndex[colStart[c]:colStart[c+1]].
+func (lp *LP) columnMajor() (colStart, rowIndex []int, values []float64, err error) {
+	nr, nc := len(lp.rowLo), len(lp.obj)
+	colCount := make([]int, nc)
+	for _, c := range lp.rowCols {
+		if c < 0 || c >= nc {
+			return nil, nil, nil, fmt.Errorf("lp: row references column %d of %d", c, nc)
+		}
+		colCount[c]++
+	}
+	colStart = make([]int, nc+1)
+	for c := 0; c < nc; c++ {
+		colStart[c+1] = colStart[c] + colCount[c]
+	}
+	rowIndex = make([]int, len(lp.rowCols))
+	values = make([]float64, len(lp.rowCols))
+	fill := append([]int(nil), colStart[:nc]...)
+	for r := 0; r < nr; r++ {
+		for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
+			c := lp.rowCols[k]
+			rowIndex[fill[c]], values[fill[c]] = r, lp.rowVals[k]
+			fill[c]++
+		}
+	}
+	return colStart, rowIndex, values, nil
+}
+
+// KeptLP is an LP loaded into the solver once and changed in place: each
+// Solve starts from the basis the previous one ended with (or one set by
+// SetBasis), which is what makes a sequence of closely related LPs cheap.
+// The LP it was made from must not be changed while it is kept.
+type KeptLP struct {
+	lp    *LP
+	model *clpmodel.Model
+}
+
+// Keep loads the LP into a kept model. Close it when done.
+func (lp *LP) Keep() (*KeptLP, error) {
+	colStart, rowIndex, values, err := lp.columnMajor()
+	if err != nil {
+		return nil, err
+	}
+	m, err := clpmodel.Load(&clpmodel.Problem{
+		Rows: len(lp.rowLo), Columns: len(lp.obj),
+		Start: colStart, Index: rowIndex, Value: values,
+		ColLo: lp.colLo, ColHi: lp.colHi, Objective: lp.obj,
+		RowLo: lp.rowLo, RowHi: lp.rowHi, Maximize: lp.maximize,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &KeptLP{lp: lp, model: m}, nil
+}
+
+// SetCoefficient changes the coefficient of column col in row r, which
+// must already hold an entry for it.
+func (k *KeptLP) SetCoefficient(r, col int, v float64) {
+	k.lp.setCoefficient(r, col, v)
+	k.model.SetCoefficient(r, col, v)
+}
+
+// Basis is the current basis: a status per column, then one per row.
+func (k *KeptLP) Basis() []byte { return k.model.Status() }
+
+// SetBasis sets the basis the next Solve starts from.
+func (k *KeptLP) SetBasis(s []byte) error { return k.model.SetStatus(s) }
+
+// Iterations is the number of simplex iterations of the last Solve.
+func (k *KeptLP) Iterations() int { return k.model.Iterations() }
+
+// Close frees the solver's copy.
+func (k *KeptLP) Close() { k.model.Close() }
+
+// Solve solves the LP as it now stands, from the current basis.
+func (k *KeptLP) Solve() (*LPResult, error) {
+	nr, nc := len(k.lp.rowLo), len(k.lp.obj)
+	if err := k.model.Solve(); err != nil {
+		if errors.Is(err, clpmodel.ErrInfeasible) {
+			return nil, fmt.Errorf("lp with %d rows and %d columns: %w", nr, nc, ErrInfeasible)
+		}
+		return nil, err
+	}
+	return &LPResult{
+		X:           k.model.ColumnValues(nil),
+		Objective:   k.model.Objective(),
+		RowDuals:    k.model.RowDuals(nil),
+		ColumnDuals: k.model.ReducedCosts(nil),
+		RowValues:   k.model.RowValues(nil),
+	}, nil
+}
+
+// setCoefficient changes the coefficient of column col in row r, which
+// must already hold an entry for it (rows keep the entries they were built
+// with).
+func (lp *LP) setCoefficient(r, col int, v float64) {
+	for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
+		if lp.rowCols[k] == col {
+			lp.rowVals[k] = v
+			return
+		}
+	}
+	panic(fmt.Sprintf("policy: row %d has no entry for column %d", r, col))
 }

@@ -29,6 +29,10 @@ type placementLP struct {
 	// scaleCol is the Charnes-Cooper scaling column when the LP was built
 	// homogeneous (every constant right-hand side multiplied by it), else -1.
 	scaleCol int
+	// timeRow is each job's time row and capRow each type's capacity row
+	// (-1 where there is none), for callers that carry a basis over.
+	timeRow []int
+	capRow  []int
 }
 
 // placementUnit is one row of the allocation: a job or a pair of jobs.
@@ -226,13 +230,19 @@ func buildPlacementLP(p *Problem, tput throughputFunc, packed, homogeneous bool)
 			}
 		}
 	}
+	b.timeRow = make([]int, len(p.Jobs))
 	for i := range p.Jobs {
+		b.timeRow[i] = -1
 		if len(timeCols[i]) > 0 {
+			b.timeRow[i] = b.lp.NumRows()
 			b.boundedRow(timeCols[i], ones(len(timeCols[i])), 1)
 		}
 	}
+	b.capRow = make([]int, len(types))
 	for k, t := range types {
+		b.capRow[k] = -1
 		if len(capCols[k]) > 0 {
+			b.capRow[k] = b.lp.NumRows()
 			b.boundedRow(capCols[k], capCoefs[k], float64(p.GPUs[t]))
 		}
 	}
@@ -372,13 +382,4 @@ func registerFunc(name string, fn func(p *Problem) (*Allocation, error)) {
 
 // setRowCoef changes the coefficient of column col in row r, which must
 // already hold an entry for it (rows keep the entries they were built with).
-func (b *placementLP) setRowCoef(r, col int, v float64) {
-	lp := b.lp
-	for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
-		if lp.rowCols[k] == col {
-			lp.rowVals[k] = v
-			return
-		}
-	}
-	panic(fmt.Sprintf("policy: row %d has no entry for column %d", r, col))
-}
+func (b *placementLP) setRowCoef(r, col int, v float64) { b.lp.setCoefficient(r, col, v) }

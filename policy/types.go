@@ -118,6 +118,10 @@ type Stats struct {
 	// Columns and Rows are the size of the largest LP solved.
 	Columns int `json:"columns"`
 	Rows    int `json:"rows"`
+	// Pivots is the number of simplex iterations of the LPs solved from a
+	// kept basis (finish-time fairness' probes), where it shows what the
+	// warm starts save.
+	Pivots int `json:"pivots,omitempty"`
 	// Pooled tells that every job could use every type at one rate, so
 	// the types were pooled and the answer found without an LP.
 	Pooled bool `json:"pooled,omitempty"`
