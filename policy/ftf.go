@@ -188,22 +188,22 @@ func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, 
 	var decomposed *ftfLevel
 	if !packed && solver.decompose(len(active)) && !(solver == levelAuto && len(active) < ftfKeptMaxUnits) {
 		decomposed = newFTFLevel(p, tput, b, active)
-	}
-	lambda := b.lp.AddColumn(0, Inf, 1)
-	b.lp.Maximize()
-	reqRows := make([]int, len(active))
-	for n, fj := range active {
-		reqRows[n] = b.lp.NumRows()
-		b.effectiveRow(fj.index, []int{lambda}, []float64{-1}, 0, Inf) // coefficient set per ρ
+		if memory != nil {
+			memory.restoreLevel(p, decomposed)
+		}
 	}
 	var stats Stats
-	// The LP is loaded once and each probe changes λ's coefficients in
+	// The λ-LP is loaded once and each probe changes λ's coefficients in
 	// place, so every probe after the first starts from the last basis,
 	// and the first from the previous search's (by job id).
 	var kept *KeptLP
+	lambda, reqRows := -1, make([]int, len(active))
 	if decomposed == nil {
+		lambda = b.lp.AddColumn(0, Inf, 1)
+		b.lp.Maximize()
 		for n, fj := range active {
-			b.setRowCoef(reqRows[n], lambda, -fj.need(lo))
+			reqRows[n] = b.lp.NumRows()
+			b.effectiveRow(fj.index, []int{lambda}, []float64{-fj.need(lo)}, 0, Inf)
 		}
 		if kept, err = b.lp.Keep(); err != nil {
 			return nil, err
@@ -289,8 +289,11 @@ func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, 
 		}
 		rho = next
 	}
-	if memory != nil && kept != nil {
+	switch {
+	case memory != nil && kept != nil:
 		memory.save(p, b, active, lambda, reqRows, kept.Basis())
+	case memory != nil && decomposed != nil:
+		memory.saveLevel(p, decomposed)
 	}
 	a := b.allocation(p, name, best)
 	a.Stats = stats

@@ -20,6 +20,12 @@ type ftfMemory struct {
 	lambda   byte
 	capacity []byte // per type; noRow where the type had no capacity row
 	jobs     map[string]ftfJobBasis
+	// Where the search was decomposed instead (levelsolve.go): its last
+	// prices and every job's placement, the start the next decomposed
+	// search takes in place of a sample LP.
+	levelTypes []string
+	level      levelWarm
+	levelPlace map[string]levelPlace
 }
 
 // ftfJobBasis is one job's part of a basis: its columns per type (noRow
@@ -111,4 +117,38 @@ func (mem *ftfMemory) restore(p *Problem, b *placementLP, active []ftfJob, lambd
 		set(nc+reqRows[n], jb.req)
 	}
 	return basis
+}
+
+// restoreLevel gives the decomposed search f the remembered prices and
+// placements when the GPU types are the same.
+func (mem *ftfMemory) restoreLevel(p *Problem, f *ftfLevel) {
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if mem.levelPlace == nil || !slices.Equal(mem.levelTypes, f.b.types) {
+		return
+	}
+	f.warm = levelWarm{prices: slices.Clone(mem.level.prices), tau: mem.level.tau}
+	f.place = make([]levelPlace, len(f.active))
+	for n, fj := range f.active {
+		pl, ok := mem.levelPlace[p.Jobs[fj.index].ID]
+		if !ok {
+			pl = placeLeftOut // no start: placed by the prices
+		}
+		f.place[n] = pl
+	}
+}
+
+// saveLevel remembers the decomposed search f's last prices and placements.
+func (mem *ftfMemory) saveLevel(p *Problem, f *ftfLevel) {
+	if f.warm.prices == nil || len(f.place) != len(f.active) {
+		return
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	mem.levelTypes = slices.Clone(f.b.types)
+	mem.level = levelWarm{prices: slices.Clone(f.warm.prices), tau: f.warm.tau}
+	mem.levelPlace = make(map[string]levelPlace, len(f.active))
+	for n, fj := range f.active {
+		mem.levelPlace[p.Jobs[fj.index].ID] = f.place[n]
+	}
 }
