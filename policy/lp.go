@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/clpmodel"
 	"github.com/lanl/clp"
@@ -66,6 +67,13 @@ func (lp *LP) AddColumn(lo, hi, objective float64) int {
 	lp.colLo = append(lp.colLo, lo)
 	lp.colHi = append(lp.colHi, hi)
 	return len(lp.obj) - 1
+}
+
+// reserveColumns makes room for n more columns without regrowing.
+func (lp *LP) reserveColumns(n int) {
+	lp.obj = slices.Grow(lp.obj, n)
+	lp.colLo = slices.Grow(lp.colLo, n)
+	lp.colHi = slices.Grow(lp.colHi, n)
 }
 
 // NumColumns is the number of columns.

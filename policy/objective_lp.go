@@ -175,9 +175,25 @@ func buildPlacementLP(p *Problem, tput throughputFunc, packed, homogeneous bool)
 	timeCols := make([][]int, len(p.Jobs))
 	capCols := make([][]int, len(types))
 	capCoefs := make([][]float64, len(types))
+	// A job has at most one column per type: its lists are windows of
+	// shared arrays, so the simulator's thousands of allocations per run
+	// do not each make a few small slices per job (pairs, when packed,
+	// grow a job's lists past its window, which then copy).
+	nj, nt := len(p.Jobs), len(types)
+	unitJobs, unitCols := make([]int, nj), make([]int, nj*nt)
+	effCols, effCoefs, timeFlat := make([]int, nj*nt), make([]float64, nj*nt), make([]int, nj*nt)
+	b.units = make([]placementUnit, 0, nj)
+	b.lp.reserveColumns(nj * nt)
+	for k := range types {
+		capCols[k] = make([]int, 0, nj)
+		capCoefs[k] = make([]float64, 0, nj)
+	}
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		u := placementUnit{jobs: []int{i}, cols: make([]int, len(types))}
+		unitJobs[i] = i
+		lo, hi := i*nt, (i+1)*nt
+		b.effCols[i], b.effCoefs[i], timeCols[i] = effCols[lo:lo:hi], effCoefs[lo:lo:hi], timeFlat[lo:lo:hi]
+		u := placementUnit{jobs: unitJobs[i : i+1 : i+1], cols: unitCols[lo:hi:hi]}
 		for k, t := range types {
 			u.cols[k] = -1
 			tp := tput(j, t)
