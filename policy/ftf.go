@@ -74,6 +74,12 @@ func (pol *ftfPolicy) Name() string { return pol.name }
 func (pol *ftfPolicy) Traits() Traits { return declaredTraits[pol.name] }
 
 func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%s: nil problem", pol.name)
+	}
+	if len(p.Jobs) == 0 {
+		return emptyAllocation(p, pol.name), nil
+	}
 	tput := realThroughput
 	if pol.agnostic {
 		tput = agnosticThroughput(p)
@@ -82,6 +88,7 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
+	a.Stats.Classes = len(p.Jobs) // no aggregation: one LP row per job
 	return a, nil
 }
 

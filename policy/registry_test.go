@@ -59,6 +59,25 @@ func TestEveryPolicyAcceptsAnEmptyProblem(t *testing.T) {
 	}
 }
 
+func TestEveryPolicyRefusesANilProblem(t *testing.T) {
+	for _, name := range Names() {
+		pol, err := New(name, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s: panicked on a nil problem: %v", name, r)
+				}
+			}()
+			if _, err := pol.Allocate(nil); err == nil {
+				t.Errorf("%s: allocated a nil problem", name)
+			}
+		}()
+	}
+}
+
 func TestNoPolicyPlacesAJobOnATypeWithTooFewGPUs(t *testing.T) {
 	// "wide" needs 2 GPUs at once and only has a throughput on the single
 	// v100: no policy may give it time there, and it must not drag the
