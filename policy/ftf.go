@@ -61,7 +61,9 @@ func init() {
 
 // ftfPolicy is one of the finish_time_fairness policies. It remembers the
 // basis its last search ended with, so the next round's search, over
-// nearly the same jobs, starts from it.
+// nearly the same jobs, starts from it. The optimal max ρ does not depend
+// on that start; which optimal allocation comes out may (a restarted
+// daemon can return another allocation of the same max ρ).
 type ftfPolicy struct {
 	name     string
 	agnostic bool
@@ -84,7 +86,15 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 	if pol.agnostic {
 		tput = agnosticThroughput(p)
 	}
-	a, err := minMaxFinishTimeFairnessWith(p, pol.name, tput, pol.packed, levelAuto, &pol.memory)
+	// The basis is carried over only without pairs: pair columns come and
+	// go with the pairs the problem lists, and a carried basis that puts
+	// every pair column back at its bound made packed searches several
+	// times slower than fresh ones.
+	memory := &pol.memory
+	if pol.packed {
+		memory = nil
+	}
+	a, err := minMaxFinishTimeFairnessWith(p, pol.name, tput, pol.packed, levelAuto, memory)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
@@ -95,10 +105,11 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 // ftfRelativeGap is the relative precision of the optimal max ρ.
 const ftfRelativeGap = 1e-6
 
-// ftfMaxSolves bounds the search; halving alone needs about 60 solves to
-// shrink any double range to 1e-6 relative, and the bound updates need far
-// fewer in practice.
-const ftfMaxSolves = 200
+// ftfMaxSolves bounds the search: halving alone needs about 60 halvings to
+// shrink any double range to 1e-6 relative, each after at most
+// ftfBoundProbes probes at the bound plus itself, and the bound updates
+// need far fewer in practice (one to three LPs).
+const ftfMaxSolves = 256
 
 // ftfKeptMaxUnits is the number of active jobs below which the search keeps
 // the full λ-LP loaded rather than decomposing it (levelsolve.go), even

@@ -14,6 +14,12 @@ package clpmodel
 // #include <stdlib.h>
 // #include <stdbool.h>
 // #include "Clp_C_Interface.h"
+//
+// // Clp_modifyCoefficient's last parameter is a bool up to CLP 1.17 and an
+// // int from 1.18; a literal 0 suits both.
+// static void modify_coefficient(Clp_Simplex *m, int row, int col, double v) {
+//   Clp_modifyCoefficient(m, row, col, v, 0);
+// }
 import "C"
 
 import (
@@ -60,8 +66,13 @@ type Model struct {
 	iterations    int
 }
 
-// Load builds a model from p. Infinite bounds map to CLP's own infinity.
+// Load builds a model from p. Infinite bounds map to CLP's own infinity;
+// non-finite coefficients, NaN bounds and two entries of one column in one
+// row are errors.
 func Load(p *Problem) (*Model, error) {
+	if p == nil {
+		return nil, errors.New("clpmodel: nil problem")
+	}
 	if err := p.check(); err != nil {
 		return nil, err
 	}
@@ -114,9 +125,21 @@ func (p *Problem) check() error {
 	if len(p.Index) < nnz || len(p.Value) < nnz {
 		return fmt.Errorf("clpmodel: %d entries, %d row numbers, %d values", nnz, len(p.Index), len(p.Value))
 	}
-	for _, r := range p.Index[:nnz] {
-		if r < 0 || r >= p.Rows {
-			return fmt.Errorf("clpmodel: entry in row %d of %d", r, p.Rows)
+	seen := make(map[int]bool)
+	for c := 0; c < p.Columns; c++ {
+		clear(seen)
+		for k := p.Start[c]; k < p.Start[c+1]; k++ {
+			r := p.Index[k]
+			if r < 0 || r >= p.Rows {
+				return fmt.Errorf("clpmodel: column %d has an entry in row %d of %d", c, r, p.Rows)
+			}
+			if seen[r] {
+				return fmt.Errorf("clpmodel: column %d has two entries in row %d", c, r)
+			}
+			seen[r] = true
+			if !finite(p.Value[k]) {
+				return fmt.Errorf("clpmodel: entry (%d, %d) is %g", r, c, p.Value[k])
+			}
 		}
 	}
 	if len(p.ColLo) != p.Columns || len(p.ColHi) != p.Columns || len(p.Objective) != p.Columns {
@@ -125,8 +148,20 @@ func (p *Problem) check() error {
 	if len(p.RowLo) != p.Rows || len(p.RowHi) != p.Rows {
 		return fmt.Errorf("clpmodel: row bounds not of length %d", p.Rows)
 	}
+	for c := range p.Objective {
+		if !finite(p.Objective[c]) || math.IsNaN(p.ColLo[c]) || math.IsNaN(p.ColHi[c]) {
+			return fmt.Errorf("clpmodel: column %d: objective %g, bounds [%g, %g]", c, p.Objective[c], p.ColLo[c], p.ColHi[c])
+		}
+	}
+	for r := range p.RowLo {
+		if math.IsNaN(p.RowLo[r]) || math.IsNaN(p.RowHi[r]) {
+			return fmt.Errorf("clpmodel: row %d: bounds [%g, %g]", r, p.RowLo[r], p.RowHi[r])
+		}
+	}
 	return nil
 }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // Close frees the model; a closed model must not be used again.
 func (m *Model) Close() {
@@ -148,7 +183,11 @@ func (m *Model) Columns() int { return m.columns }
 func (m *Model) SetCoefficient(r, c int, v float64) {
 	m.checkRow(r)
 	m.checkColumn(c)
-	C.Clp_modifyCoefficient(m.m, C.int(r), C.int(c), C.double(v), C.bool(false))
+	if !finite(v) {
+		panic(fmt.Sprintf("clpmodel: coefficient (%d, %d) set to %g", r, c, v))
+	}
+	C.modify_coefficient(m.m, C.int(r), C.int(c), C.double(v))
+	runtime.KeepAlive(m)
 }
 
 // SetRowBounds changes row r's bounds (±Inf for a free side).
@@ -156,29 +195,45 @@ func (m *Model) SetRowBounds(r int, lo, hi float64) {
 	m.checkRow(r)
 	lower := unsafe.Slice((*float64)(unsafe.Pointer(C.Clp_rowLower(m.m))), m.rows)
 	upper := unsafe.Slice((*float64)(unsafe.Pointer(C.Clp_rowUpper(m.m))), m.rows)
+	if math.IsNaN(lo) || math.IsNaN(hi) {
+		panic(fmt.Sprintf("clpmodel: row %d bounds set to [%g, %g]", r, lo, hi))
+	}
 	lower[r], upper[r] = clpBound(lo), clpBound(hi)
 	// chg* with the model's own arrays tells CLP that bounds changed.
 	C.Clp_chgRowLower(m.m, C.Clp_rowLower(m.m))
 	C.Clp_chgRowUpper(m.m, C.Clp_rowUpper(m.m))
+	runtime.KeepAlive(m)
 }
 
 // Status is the basis: one entry per column, then one per row (the row's
-// slack), with the values of the constants above.
+// slack), each one of the constants above.
 func (m *Model) Status() []byte {
 	s := unsafe.Slice((*byte)(unsafe.Pointer(C.Clp_statusArray(m.m))), m.columns+m.rows)
-	return append([]byte(nil), s...)
+	out := make([]byte, len(s))
+	for i, v := range s {
+		out[i] = v & 7 // the upper bits are CLP's own flags
+	}
+	runtime.KeepAlive(m)
+	return out
 }
 
-// SetStatus sets the basis the next Solve starts from. CLP repairs a basis
-// with too few or too many basic entries when it factorizes it.
+// SetStatus sets the basis the next Solve starts from; every entry must be
+// one of the constants above. CLP repairs a basis with too few or too many
+// basic entries when it factorizes it.
 func (m *Model) SetStatus(s []byte) error {
 	if len(s) != m.columns+m.rows {
 		return fmt.Errorf("clpmodel: status of %d entries for %d columns and %d rows", len(s), m.columns, m.rows)
+	}
+	for i, v := range s {
+		if v > Fixed {
+			return fmt.Errorf("clpmodel: status %d of entry %d is not a basis status", v, i)
+		}
 	}
 	if len(s) == 0 {
 		return nil
 	}
 	C.Clp_copyinStatus(m.m, (*C.uchar)(unsafe.Pointer(&s[0])))
+	runtime.KeepAlive(m)
 	return nil
 }
 
@@ -187,7 +242,9 @@ func (m *Model) SetStatus(s []byte) error {
 func (m *Model) Solve() error {
 	C.Clp_dual(m.m, 0)
 	m.iterations = int(C.Clp_numberIterations(m.m))
-	switch status := int(C.Clp_status(m.m)); status {
+	status := int(C.Clp_status(m.m))
+	runtime.KeepAlive(m)
+	switch status {
 	case 0:
 		return nil
 	case 1:
@@ -203,26 +260,30 @@ func (m *Model) Solve() error {
 func (m *Model) Iterations() int { return m.iterations }
 
 // Objective is the objective value of the last Solve.
-func (m *Model) Objective() float64 { return float64(C.Clp_objectiveValue(m.m)) }
+func (m *Model) Objective() float64 {
+	v := float64(C.Clp_objectiveValue(m.m))
+	runtime.KeepAlive(m)
+	return v
+}
 
 // ColumnValues copies the primal column solution into dst (grown as needed).
 func (m *Model) ColumnValues(dst []float64) []float64 {
-	return copyOut(dst, C.Clp_primalColumnSolution(m.m), m.columns)
+	return m.copyOut(dst, C.Clp_primalColumnSolution(m.m), m.columns)
 }
 
 // RowDuals copies the row duals (CLP's sign convention) into dst.
 func (m *Model) RowDuals(dst []float64) []float64 {
-	return copyOut(dst, C.Clp_dualRowSolution(m.m), m.rows)
+	return m.copyOut(dst, C.Clp_dualRowSolution(m.m), m.rows)
 }
 
 // RowValues copies the row activities into dst.
 func (m *Model) RowValues(dst []float64) []float64 {
-	return copyOut(dst, C.Clp_primalRowSolution(m.m), m.rows)
+	return m.copyOut(dst, C.Clp_primalRowSolution(m.m), m.rows)
 }
 
 // ReducedCosts copies the columns' reduced costs into dst.
 func (m *Model) ReducedCosts(dst []float64) []float64 {
-	return copyOut(dst, C.Clp_dualColumnSolution(m.m), m.columns)
+	return m.copyOut(dst, C.Clp_dualColumnSolution(m.m), m.columns)
 }
 
 func (m *Model) checkRow(r int) {
@@ -237,11 +298,14 @@ func (m *Model) checkColumn(c int) {
 	}
 }
 
-func copyOut(dst []float64, src *C.double, n int) []float64 {
+// copyOut copies n doubles of one of m's solution arrays into dst; m is
+// kept alive until the copy is done, so its finalizer cannot free them.
+func (m *Model) copyOut(dst []float64, src *C.double, n int) []float64 {
 	dst = append(dst[:0], make([]float64, n)...)
 	if n > 0 {
 		copy(dst, unsafe.Slice((*float64)(unsafe.Pointer(src)), n))
 	}
+	runtime.KeepAlive(m)
 	return dst
 }
 

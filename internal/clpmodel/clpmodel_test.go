@@ -73,6 +73,13 @@ func TestLoadRejectsMalformedProblems(t *testing.T) {
 		"short bounds":     func(p *Problem) { p.ColHi = nil },
 		"short row bounds": func(p *Problem) { p.RowLo = nil },
 		"decreasing start": func(p *Problem) { p.Start[1] = -1 },
+		"NaN row bound":    func(p *Problem) { p.RowHi[0] = math.NaN() },
+		"NaN column bound": func(p *Problem) { p.ColLo[0] = math.NaN() },
+		"infinite entry":   func(p *Problem) { p.Value[0] = math.Inf(1) },
+		"NaN objective":    func(p *Problem) { p.Objective[0] = math.NaN() },
+		"two entries in a row": func(p *Problem) {
+			p.Start[1], p.Index, p.Value = 2, []int{0, 0}, []float64{1, 2}
+		},
 	}
 	for name, mutate := range cases {
 		p := good()
@@ -80,6 +87,9 @@ func TestLoadRejectsMalformedProblems(t *testing.T) {
 		if _, err := Load(p); err == nil {
 			t.Errorf("%s: loaded", name)
 		}
+	}
+	if _, err := Load(nil); err == nil {
+		t.Error("nil problem: loaded")
 	}
 }
 
@@ -161,11 +171,33 @@ func TestWarmStartsReachTheFreshOptimum(t *testing.T) {
 	t.Logf("iterations after small changes: warm %d, fresh %d", warmIters, coldIters)
 }
 
-func TestSetStatusChecksItsLength(t *testing.T) {
-	_, p := randomLP(rand.New(rand.NewPCG(3, 4)), 3, 4)
+// A basis goes in only with the right length and known values (CLP
+// crashes on others), and comes out with CLP's flag bits removed.
+func TestStatusInAndOut(t *testing.T) {
+	_, p := randomLP(rand.New(rand.NewPCG(3, 4)), 30, 40)
 	m, _ := Load(p)
 	defer m.Close()
 	if err := m.SetStatus(make([]byte, 2)); err == nil {
 		t.Fatal("a status of the wrong length was taken")
+	}
+	bad := make([]byte, m.Columns()+m.Rows())
+	bad[3] = 6
+	if err := m.SetStatus(bad); err == nil {
+		t.Fatal("a status value of 6 was taken")
+	}
+	if err := m.Solve(); err != nil {
+		t.Fatal(err)
+	}
+	basic := 0
+	for i, v := range m.Status() {
+		if v > Fixed {
+			t.Fatalf("status entry %d is %d", i, v)
+		}
+		if v == Basic {
+			basic++
+		}
+	}
+	if basic != m.Rows() {
+		t.Fatalf("%d basic entries for %d rows", basic, m.Rows())
 	}
 }
