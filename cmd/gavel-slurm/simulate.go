@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -74,6 +75,21 @@ type simFlags struct {
 	plotCSV             []string
 }
 
+// simGCPercent is the garbage collector's target for simulations unless
+// GOGC says otherwise. A simulation is a batch run whose live heap stays
+// small (tens of megabytes with a thousand jobs in the system) while it
+// allocates a new problem and allocation per re-solve: collecting at 4x
+// the live heap instead of 2x took a finish-time fairness run at 5.6
+// jobs/h from 18.6 s to 16.0 s for 45 MB more memory.
+const simGCPercent = 400
+
+// relaxGC sets simGCPercent when GOGC is not set.
+func relaxGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(simGCPercent)
+	}
+}
+
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	f, err := parseSimFlags(args, stderr)
 	if err != nil {
@@ -95,6 +111,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "simulate: %v\n", err)
 		return 1
 	}
+	relaxGC()
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
 		if err != nil {

@@ -37,10 +37,7 @@ func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jo
 	p := &policy.Problem{GPUs: gpus, Costs: costs, Jobs: make([]policy.Job, 0, len(jobs))}
 	entities := map[string]policy.Entity{}
 	for _, in := range jobs {
-		rates := make(map[string]float64, len(gpus))
-		for t := range gpus {
-			rates[t] = in.Throughputs[t]
-		}
+		rates := offeredRates(in.Throughputs, gpus)
 		weight := in.Weight
 		if weight <= 0 {
 			weight = 1
@@ -61,6 +58,31 @@ func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jo
 		p.Entities = entities
 	}
 	return p
+}
+
+// offeredRates is a job's rates on exactly the offered types (0 where it
+// has none). A map that already lists exactly those types is used as it
+// is, not copied: policies do not change their problem, and the daemon and
+// the simulator replace a job's map rather than change it, while copying
+// one per job per re-solve was a tenth of a long simulation.
+func offeredRates(rates map[string]float64, gpus map[string]int) map[string]float64 {
+	if len(rates) == len(gpus) {
+		exact := true
+		for t := range gpus {
+			if _, ok := rates[t]; !ok {
+				exact = false
+				break
+			}
+		}
+		if exact {
+			return rates
+		}
+	}
+	out := make(map[string]float64, len(gpus))
+	for t := range gpus {
+		out[t] = rates[t]
+	}
+	return out
 }
 
 // stepsRemaining is how many steps the job has left: its tag's total,
