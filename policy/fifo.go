@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"math/rand"
 	"sort"
 )
@@ -79,9 +78,6 @@ func (f *fifoPolicy) Traits() Traits {
 }
 
 func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s: nil problem", f.name)
-	}
 	types := p.Types()
 	col := make(map[string]int, len(types))
 	for k, t := range types {

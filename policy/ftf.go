@@ -76,9 +76,6 @@ func (pol *ftfPolicy) Name() string { return pol.name }
 func (pol *ftfPolicy) Traits() Traits { return declaredTraits[pol.name] }
 
 func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s: nil problem", pol.name)
-	}
 	if len(p.Jobs) == 0 {
 		return emptyAllocation(p, pol.name), nil
 	}

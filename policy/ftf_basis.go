@@ -56,13 +56,9 @@ func (mem *ftfMemory) save(p *Problem, b *placementLP, active []ftfJob, lambda i
 	for k, r := range b.capRow {
 		mem.capacity[k] = row(r)
 	}
-	reqOf := make(map[int]int, len(active))
-	for n, fj := range active {
-		reqOf[fj.index] = reqRows[n]
-	}
 	mem.jobs = make(map[string]ftfJobBasis, len(active))
-	for _, fj := range active {
-		jb := ftfJobBasis{cols: make([]byte, len(b.types)), time: row(b.timeRow[fj.index]), req: row(reqOf[fj.index])}
+	for n, fj := range active {
+		jb := ftfJobBasis{cols: make([]byte, len(b.types)), time: row(b.timeRow[fj.index]), req: row(reqRows[n])}
 		for k, c := range b.units[fj.index].cols {
 			jb.cols[k] = noRow
 			if c >= 0 {

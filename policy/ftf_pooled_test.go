@@ -45,32 +45,9 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 					// mean anything.
 					p.Jobs[0].Throughputs = map[string]float64{"t0": 1}
 				}
-				tput := agnosticThroughput(p)
-				auto, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelAuto)
-				if err != nil {
-					t.Fatal(err)
-				}
-				full, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelFull)
-				if err != nil {
-					t.Fatal(err)
-				}
+				auto, full := agnosticBothWays(t, p)
 				if auto.Stats.Pooled != tc.pooled || full.Stats.Pooled {
 					t.Fatalf("pooled: %v (full LP %v), want %v", auto.Stats.Pooled, full.Stats.Pooled, tc.pooled)
-				}
-				mmCheckFeasible(t, p, auto)
-				// Both minimize max ρ in the agnostic view; their optima
-				// may differ under the real rates (Objective).
-				view := agnosticView(p, tput)
-				pooledRho, err := MaxFinishTimeFairness(view, auto)
-				if err != nil {
-					t.Fatal(err)
-				}
-				lpRho, err := MaxFinishTimeFairness(view, full)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !levelAgree(pooledRho, lpRho) {
-					t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
 				}
 				if !tc.pooled || tc.mixed {
 					return
@@ -85,11 +62,7 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 				}
 				capped := true
 				for _, row := range auto.Rows {
-					s := 0.0
-					for _, f := range row.Fractions {
-						s += f
-					}
-					if s < 1-1e-9 {
+					if sum(row.Fractions) < 1-1e-9 {
 						capped = false
 					}
 				}
@@ -135,24 +108,9 @@ func TestPooledFTFHonoursEverySetOfTypes(t *testing.T) {
 		}
 		p.Jobs = append(p.Jobs, j)
 	}
-	tput := agnosticThroughput(p)
-	auto, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelFull)
-	if err != nil {
-		t.Fatal(err)
-	}
+	auto, _ := agnosticBothWays(t, p)
 	if !auto.Stats.Pooled {
 		t.Fatal("pooled path not taken")
-	}
-	mmCheckFeasible(t, p, auto)
-	view := agnosticView(p, tput)
-	pooledRho, _ := MaxFinishTimeFairness(view, auto)
-	lpRho, _ := MaxFinishTimeFairness(view, full)
-	if !levelAgree(pooledRho, lpRho) {
-		t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
 	}
 	// The t1 GPUs the t0-only jobs cannot use hold every job that can
 	// use them (15 GPUs for 20): none of those may be left short of all
@@ -162,6 +120,37 @@ func TestPooledFTFHonoursEverySetOfTypes(t *testing.T) {
 			t.Errorf("job %d gets %.6g of its time while t1 GPUs are idle", j, got)
 		}
 	}
+}
+
+// agnosticBothWays solves p's agnostic finish-time fairness with the
+// pooled solution where it applies (auto) and with the LP search (full),
+// checks that auto is feasible, and that both reach the same max ρ in the
+// agnostic view (their optima may differ under the real rates).
+func agnosticBothWays(t *testing.T, p *Problem) (auto, full *Allocation) {
+	t.Helper()
+	tput := agnosticThroughput(p)
+	auto, err := minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err = minMaxFinishTimeFairness(p, "finish_time_fairness", tput, false, levelFull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mmCheckFeasible(t, p, auto)
+	view := agnosticView(p, tput)
+	pooledRho, err := MaxFinishTimeFairness(view, auto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lpRho, err := MaxFinishTimeFairness(view, full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !levelAgree(pooledRho, lpRho) {
+		t.Fatalf("max ρ in the agnostic view: pooled %.12g, LP search %.12g", pooledRho, lpRho)
+	}
+	return auto, full
 }
 
 func sum(xs []float64) float64 {

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"math/rand"
 )
 
@@ -42,9 +41,6 @@ func (g *gandivaPolicy) Traits() Traits {
 }
 
 func (g *gandivaPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("gandiva: nil problem")
-	}
 	types := p.Types()
 	index := make(map[string]int, len(p.Jobs))
 	for i := range p.Jobs {

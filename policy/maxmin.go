@@ -49,9 +49,6 @@ func (pol *maxMinPolicy) Traits() Traits {
 }
 
 func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s: nil problem", pol.name)
-	}
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)

@@ -377,9 +377,6 @@ func (f funcPolicy) Name() string { return f.name }
 func (f funcPolicy) Traits() Traits { return declaredTraits[f.name] }
 
 func (f funcPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s: nil problem", f.name)
-	}
 	if len(p.Jobs) == 0 {
 		return emptyAllocation(p, f.name), nil
 	}

@@ -18,13 +18,24 @@ func register(name string, build func(Options) Policy) {
 	constructors[name] = build
 }
 
-// New returns a fresh instance of the named policy.
+// New returns a fresh instance of the named policy. It refuses a nil
+// problem here, so no policy has to check for one.
 func New(name string, opts Options) (Policy, error) {
 	build, ok := constructors[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return build(opts), nil
+	return refusesNil{build(opts)}, nil
+}
+
+// refusesNil answers a nil problem with an error before the policy sees it.
+type refusesNil struct{ Policy }
+
+func (r refusesNil) Allocate(p *Problem) (*Allocation, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%s: nil problem", r.Name())
+	}
+	return r.Policy.Allocate(p)
 }
 
 // Names lists the registered policy names in sorted order.

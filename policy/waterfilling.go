@@ -71,9 +71,6 @@ func (pol *waterFillingPolicy) Traits() Traits {
 }
 
 func (pol *waterFillingPolicy) Allocate(p *Problem) (*Allocation, error) {
-	if p == nil {
-		return nil, fmt.Errorf("%s: nil problem", pol.name)
-	}
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
