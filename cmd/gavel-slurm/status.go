@@ -195,6 +195,9 @@ func renderStatus(w io.Writer, st api.Status) {
 		line += ", sent nothing: " + printable(r.Skipped)
 	}
 	fmt.Fprintln(w, line)
+	if r.AllocationFallback != "" {
+		fmt.Fprintln(w, "allocation: equal shares stand in for the policy, which failed: "+printable(r.AllocationFallback))
+	}
 }
 
 // renderRates prints, for the managed jobs, their progress and the step

@@ -241,3 +241,20 @@ func TestStatusFilters(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// While the policy's allocation is replaced by the stand-in's, status says
+// so under the round line, and says nothing of it otherwise.
+func TestStatusSaysWhenTheStandInAllocationIsInUse(t *testing.T) {
+	for _, why := range []string{"", "finish_time_fairness_perf: max ρ still in [1, 2] after 256 LPs"} {
+		st := statusFixture()
+		st.Round.AllocationFallback = why
+		var out, errOut bytes.Buffer
+		if rc := runStatus([]string{"--server", serveStatus(t, st, http.StatusOK).URL}, &out, &errOut); rc != 0 {
+			t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+		}
+		said := strings.Contains(out.String(), "equal shares stand in for the policy")
+		if said != (why != "") || !strings.Contains(out.String(), why) {
+			t.Errorf("fallback %q, output:\n%s", why, out.String())
+		}
+	}
+}

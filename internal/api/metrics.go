@@ -23,6 +23,7 @@ type Metrics struct {
 	actions       *prometheus.CounterVec
 	reports       *prometheus.CounterVec
 	active        prometheus.Gauge
+	fallback      prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -58,9 +59,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gavel_slurm_collector_reports_total", Help: "Node collector reports by result: accepted, or the kind of rejection (unauthorized, malformed, too_large, stale, invalid, ...)."}, []string{"result"}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gavel_slurm_active", Help: "1 while this daemon holds the state and runs rounds, 0 while it waits as a standby for another one."}),
+		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_allocation_fallback", Help: "1 while the allocation in use is the stand-in's equal shares because the configured policy failed (status says how), else 0."}),
 	}
 	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
-		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active)
+		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active, m.fallback)
 	return m
 }
 
@@ -108,6 +111,11 @@ func (m *Metrics) CountPreemption() { m.preemptions.Inc() }
 // of s. Series of jobs that are gone are dropped, so finished jobs do not
 // linger in Prometheus.
 func (m *Metrics) ObserveStatus(s Status) {
+	if s.Round.AllocationFallback != "" {
+		m.fallback.Set(1)
+	} else {
+		m.fallback.Set(0)
+	}
 	m.jobs.Reset()
 	m.jobAllocation.Reset()
 	m.jobReceived.Reset()

@@ -222,3 +222,20 @@ func TestClientBase(t *testing.T) {
 		}
 	}
 }
+
+// gavel_slurm_allocation_fallback is 1 exactly while status says the
+// stand-in's allocation is in use.
+func TestAllocationFallbackMetric(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	for _, tc := range []struct {
+		why  string
+		want float64
+	}{{"policy failed", 1}, {"", 0}, {"again", 1}} {
+		st := sampleStatus()
+		st.Round.AllocationFallback = tc.why
+		m.ObserveStatus(st)
+		if got := testutil.ToFloat64(m.fallback); got != tc.want {
+			t.Errorf("fallback %q: gavel_slurm_allocation_fallback = %v, want %v", tc.why, got, tc.want)
+		}
+	}
+}

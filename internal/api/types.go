@@ -38,7 +38,11 @@ type Round struct {
 	NextAt time.Time `json:"next_at"`
 	// AllocationComputed is when the allocation in use was computed.
 	AllocationComputed time.Time `json:"allocation_computed"`
-	DryRun             bool      `json:"dry_run"`
+	// AllocationFallback is non-empty while the allocation in use is the
+	// stand-in policy's because the configured policy failed; it says how.
+	// The configured policy is tried again at the next chance.
+	AllocationFallback string `json:"allocation_fallback,omitempty"`
+	DryRun             bool   `json:"dry_run"`
 	// Skipped is non-empty when the last round sent nothing on purpose
 	// (the snapshot failed or looked wrong); it says why.
 	Skipped string `json:"skipped,omitempty"`

@@ -189,6 +189,10 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	} else {
 		d.failedSnapshots = 0
 	}
+	if res.Solved && res.Fallback != "" {
+		d.Log.Error().Uint64("round", res.Round).Str("policy", d.Core.Settings().Policy).Str("why", res.Fallback).
+			Msg("policy failed; the round runs on the stand-in's equal shares and the policy is tried again")
+	}
 	rep.Jobs, rep.Managed, rep.Skipped = res.Jobs, res.Managed, res.Skipped
 	rep.Duration = d.Clock.Now().Sub(start)
 	d.publish(res, rep, solve)

@@ -81,7 +81,8 @@ func journalEntries(entries []store.Entry) []sched.JournalEntry {
 func statusDoc(v sched.View) api.Status {
 	st := api.Status{Round: api.Round{
 		Number: v.Round, Policy: v.Policy, Started: v.Started, LengthSeconds: v.Length.Seconds(),
-		NextAt: v.Started.Add(v.Length), AllocationComputed: v.AllocationComputed, Skipped: v.Skipped,
+		NextAt: v.Started.Add(v.Length), AllocationComputed: v.AllocationComputed,
+		AllocationFallback: v.AllocationFallback, Skipped: v.Skipped,
 	}, Warnings: v.Warnings}
 	for _, jv := range v.Jobs {
 		st.Jobs = append(st.Jobs, jobStatus(jv))

@@ -148,8 +148,13 @@ type Core struct {
 
 	allocation         *policy.Allocation
 	allocationComputed time.Time
-	plan               *rounds.Plan
-	round              uint64
+	// fallback is why the allocation in use is the stand-in policy's
+	// ("" when it is the configured policy's own).
+	fallback string
+	// standIn computes the allocation when the configured policy fails.
+	standIn policy.Policy
+	plan    *rounds.Plan
+	round   uint64
 	// restored is the saved state waiting for the first Step, which
 	// rebuilds the mechanism before loading it.
 	restored *State
@@ -197,13 +202,15 @@ type State struct {
 	Rounds             *rounds.Saved      `json:"rounds,omitempty"`
 	Allocation         *policy.Allocation `json:"allocation,omitempty"`
 	AllocationComputed time.Time          `json:"allocation_computed"`
+	// AllocationFallback says why Allocation is the stand-in's, when it is.
+	AllocationFallback string `json:"allocation_fallback,omitempty"`
 }
 
 // RestoreState hands the core the State saved by an earlier run; call it
 // after Restore, before the first Step.
 func (c *Core) RestoreState(s State) {
 	c.lastRound = s.LastRound
-	c.allocation, c.allocationComputed = s.Allocation, s.AllocationComputed
+	c.allocation, c.allocationComputed, c.fallback = s.Allocation, s.AllocationComputed, s.AllocationFallback
 	c.restored = &s
 }
 
@@ -226,9 +233,14 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	if est == nil {
 		return nil, fmt.Errorf("no throughput estimator")
 	}
+	standIn, err := policy.New(StandInPolicy, policy.Options{Seed: set.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("stand-in policy: %w", err)
+	}
 	return &Core{
 		set:     set,
 		pol:     pol,
+		standIn: standIn,
 		est:     est,
 		shuffle: rand.New(rand.NewPCG(uint64(set.Seed), 0x6761_7665_6c)),
 		jobs:    map[string]*jobState{},
@@ -251,6 +263,9 @@ type Result struct {
 	Actions []Action
 	// Solved is true when the allocation was recomputed this round.
 	Solved bool
+	// Fallback is non-empty while the allocation in use is the stand-in
+	// for a policy that failed (see reallocate); it says how it failed.
+	Fallback string
 	// Preemptions counts the grace signals among Actions.
 	Preemptions int
 	Managed     int
@@ -321,19 +336,14 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	c.account(snap, now)
 
 	if c.mech.NeedsReset(nowS) && c.mech.Len() > 0 {
-		alloc, err := solve(c.problem(snap, now))
-		if err != nil {
+		if err := c.reallocate(snap, now, solve); err != nil {
 			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
 			res.View = c.view(snap, now, &res)
 			return res
 		}
-		if err := c.mech.SetAllocation(alloc, nowS); err != nil {
-			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
-			res.View = c.view(snap, now, &res)
-			return res
-		}
-		c.allocation, c.allocationComputed, res.Solved = alloc, now, true
+		res.Solved = true
 	}
+	res.Fallback = c.fallback
 
 	if c.set.TrialAndError.Enabled {
 		c.reclaimTE(snap, now) // after a restart: rounds leave waiting TE jobs alone
@@ -361,7 +371,8 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	c.lastRound = now
 	res.Records = c.records(now)
 	saved := c.mech.Save()
-	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation, AllocationComputed: c.allocationComputed}
+	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation,
+		AllocationComputed: c.allocationComputed, AllocationFallback: c.fallback}
 	res.View = c.view(snap, now, &res)
 	return res
 }
@@ -386,9 +397,22 @@ func (c *Core) Round() uint64 { return c.round }
 
 // Solve computes an allocation with the configured policy.
 func (c *Core) Solve(p *policy.Problem) (*policy.Allocation, error) {
-	a, err := c.pol.Allocate(p)
+	return allocateWith(c.pol, p)
+}
+
+// allocateWith runs pol on p, turning a panic inside the policy into an
+// error: a policy that breaks on some problem must cost the daemon that
+// allocation, not its life (a daemon restarted on the same jobs would only
+// break again).
+func allocateWith(pol policy.Policy, p *policy.Problem) (a *policy.Allocation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, err = nil, fmt.Errorf("%s: panic: %v", pol.Name(), r)
+		}
+	}()
+	a, err = pol.Allocate(p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", c.pol.Name(), err)
+		return nil, fmt.Errorf("%s: %w", pol.Name(), err)
 	}
 	return a, nil
 }

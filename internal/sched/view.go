@@ -60,6 +60,10 @@ type View struct {
 	Started            time.Time
 	Length             time.Duration
 	AllocationComputed time.Time
+	// AllocationFallback is non-empty while Allocation is the stand-in
+	// policy's (StandInPolicy) because the configured policy failed; it
+	// says how.
+	AllocationFallback string
 	Skipped            string
 	Jobs               []JobView
 	Types              []TypeView
@@ -114,7 +118,7 @@ func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
 func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	c.lastSkip = res.Skipped
 	v := View{Round: c.round, Policy: c.set.Policy, Started: now, Length: c.set.Round,
-		AllocationComputed: c.allocationComputed, Skipped: res.Skipped, Allocation: c.allocation}
+		AllocationComputed: c.allocationComputed, AllocationFallback: c.fallback, Skipped: res.Skipped, Allocation: c.allocation}
 	if snap == nil {
 		return v
 	}

@@ -1,0 +1,69 @@
+package sched
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// StandInPolicy computes the allocation of a round whose configured policy
+// failed: every job an equal slice of each GPU type it can run on (Themis'
+// isolated share). It solves no LP and reads nothing but the GPU counts
+// and which types each job can use, so no job's numbers can make it fail,
+// and it is fair in the plainest sense while the real policy is out.
+const StandInPolicy = "isolated"
+
+// reallocate computes the allocation for this round and hands it to the
+// mechanism.
+//
+// A policy can fail on a problem: a numerical breakdown in the LP solver
+// at the edge of the input ranges, an infeasibility a job's numbers cause,
+// a bug. Skipping the round then would skip every later one too, since the
+// same jobs give the same problem: held jobs would stay held and freed GPUs
+// idle until those jobs left, so one job could stall the cluster. Instead
+// the stand-in's allocation is used for the round, the failure is kept for
+// status, and the mechanism is told to ask for an allocation again, so the
+// configured policy is tried at the mechanism's next chance (the next
+// round with the improved mechanism, the next reset with Gavel's) and takes
+// over as soon as it succeeds. Only when the stand-in fails too is the
+// error returned and the round skipped.
+func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) error {
+	nowS := seconds(now)
+	alloc, err := guardedSolve(solve, c.problem(snap, now))
+	if err == nil {
+		if err = c.mech.SetAllocation(alloc, nowS); err == nil {
+			c.allocation, c.allocationComputed, c.fallback = alloc, now, ""
+			return nil
+		}
+	}
+	failed := err
+	// A fresh problem: the failed policy may have changed the one it had.
+	alloc, err = allocateWith(c.standIn, c.problem(snap, now))
+	if err == nil {
+		err = c.mech.SetAllocation(alloc, nowS)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (and the stand-in %s: %v)", failed, StandInPolicy, err)
+	}
+	c.mech.NoteEvent(rounds.EventOther)
+	c.allocation, c.allocationComputed, c.fallback = alloc, now, failed.Error()
+	return nil
+}
+
+// guardedSolve calls solve, turning a panic into an error (Core.Solve
+// guards itself; a Solver from elsewhere may not).
+func guardedSolve(solve Solver, p *policy.Problem) (a *policy.Allocation, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	a, err = solve(p)
+	if err == nil && a == nil {
+		err = fmt.Errorf("no allocation")
+	}
+	return a, err
+}

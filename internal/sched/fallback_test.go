@@ -1,0 +1,123 @@
+package sched
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/policy"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// brokenPolicy stands for a policy that fails on the problem it is given:
+// with an error, or by panicking.
+type brokenPolicy struct {
+	policy.Policy
+	panics bool
+	calls  int
+}
+
+func (b *brokenPolicy) Allocate(*policy.Problem) (*policy.Allocation, error) {
+	b.calls++
+	if b.panics {
+		var rows []policy.Row
+		_ = rows[3] // an index out of range, as a bug would have it
+	}
+	return nil, errors.New("solver stopped with status 10")
+}
+
+// A policy that fails must not stop the rounds: the stand-in's equal
+// shares run the round (one job chosen, the other held, as any allocation
+// would), status and the saved state say why, and the configured policy
+// is asked again at the mechanism's next chance (the next round with the
+// improved mechanism, the next reset with Gavel's) and its answer used
+// once it succeeds.
+func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
+	tests := map[string]struct {
+		panics    bool
+		mechanism rounds.Variant
+		retryAt   time.Duration // when the policy is asked again
+	}{
+		"error, improved": {mechanism: rounds.VariantImproved, retryAt: time.Minute},
+		"panic, improved": {panics: true, mechanism: rounds.VariantImproved, retryAt: time.Minute},
+		"error, gavel":    {mechanism: rounds.VariantGavel, retryAt: 33 * time.Minute},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			set := settings()
+			set.Mechanism, set.MinResetInterval = tc.mechanism, 32*time.Minute
+			c := newCore(t, set)
+			panics := tc.panics
+			broken := &brokenPolicy{Policy: c.pol, panics: panics}
+			working := c.pol
+			c.pol = broken
+			nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+			snap := snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag))
+			res := c.Step(snap, epoch, c.Solve)
+			if res.Skipped != "" {
+				t.Fatalf("round skipped: %s", res.Skipped)
+			}
+			if broken.calls != 1 || !res.Solved {
+				t.Fatalf("policy called %d times, solved %v", broken.calls, res.Solved)
+			}
+			want := "status 10"
+			if panics {
+				want = "panic"
+			}
+			if !strings.Contains(res.Fallback, want) || res.View.AllocationFallback != res.Fallback || res.State.AllocationFallback != res.Fallback {
+				t.Errorf("fallback %q, view %q, state %q: want the failure (%q) in all three",
+					res.Fallback, res.View.AllocationFallback, res.State.AllocationFallback, want)
+			}
+			if got := res.View.Allocation.Policy; got != StandInPolicy {
+				t.Errorf("allocation in use from %q, want the stand-in %q", got, StandInPolicy)
+			}
+			chosen := actionsOf(res.Actions, 1) + "|" + actionsOf(res.Actions, 2)
+			if chosen != "set-constraints:v100,set-priority|hold" && chosen != "hold|set-constraints:v100,set-priority" {
+				t.Errorf("actions %q: want one job chosen for the v100 and the other held", chosen)
+			}
+
+			// Slurm shows the first round's actions; the policy works again.
+			c.pol = working
+			at := epoch.Add(tc.retryAt)
+			var jobs []bridge.Job
+			for _, id := range []bridge.JobID{1, 2} {
+				j := pending(id, tag)
+				if strings.HasPrefix(actionsOf(res.Actions, id), "hold") {
+					j.Held = true
+				} else {
+					j = running(id, tag, "a1", "v100", 0)
+					j.StartTime = epoch
+				}
+				jobs = append(jobs, j)
+			}
+			again := c.Step(snapshot(t, at, []bridge.Node{node("a1", "v100", 1, 1)}, jobs...), at, c.Solve)
+			if again.Skipped != "" || !again.Solved {
+				t.Fatalf("second round: skipped %q, solved %v: the policy was not asked again", again.Skipped, again.Solved)
+			}
+			if again.Fallback != "" || again.View.AllocationFallback != "" {
+				t.Errorf("second round still on the stand-in: %q", again.Fallback)
+			}
+			if got := again.View.Allocation.Policy; got != settings().Policy {
+				t.Errorf("allocation in use from %q, want %q", got, settings().Policy)
+			}
+		})
+	}
+}
+
+// A Solver passed in from outside the core that panics is contained too.
+func TestAPanickingSolverIsContained(t *testing.T) {
+	c := newCore(t, settings())
+	snap := snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag))
+	res := c.Step(snap, epoch, func(*policy.Problem) (*policy.Allocation, error) { panic("solver bug") })
+	if res.Skipped != "" {
+		t.Fatalf("round skipped: %s", res.Skipped)
+	}
+	if !strings.Contains(res.Fallback, "solver bug") {
+		t.Errorf("fallback %q", res.Fallback)
+	}
+	if got := actionsOf(res.Actions, 1); got != "set-constraints:v100,set-priority" {
+		t.Errorf("the only job: %q", got)
+	}
+}
