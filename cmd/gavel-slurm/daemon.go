@@ -152,7 +152,7 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 		CostPerGPUHour: cfg.Cluster.CostPerGPUHour, Round: cfg.Scheduler.Round,
 		MinResetInterval: cfg.Scheduler.MinResetInterval, Mechanism: rounds.Variant(cfg.Scheduler.Mechanism),
 		DefaultGrace: cfg.Scheduler.DefaultGrace, GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
-		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
+		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), RefillPoll: cfg.Scheduler.RefillPoll, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
 		Rules: cfg.Rules,
 		TrialAndError: sched.TESettings{Enabled: cfg.TrialAndError.Enabled, Weight: cfg.TrialAndError.Weight,
 			MaxPreemptions: cfg.TrialAndError.MaxPreemptions, Poll: cfg.TrialAndError.Poll},
@@ -262,6 +262,7 @@ func serveDaemon(ctx context.Context, cfg *config.Config, log zerolog.Logger, sl
 	log.Info().Str("listen", ln.Addr().String()).Str("policy", cfg.Scheduler.Policy).
 		Dur("round", cfg.Scheduler.Round).Strs("partitions", cfg.Slurm.Partitions).
 		Str("default_preempt", string(cfg.Scheduler.DefaultPreempt)).Dur("min_run_time", cfg.Scheduler.EffectiveMinRunTime()).
+		Dur("refill_poll", cfg.Scheduler.RefillPoll).
 		Bool("dry_run", cfg.Scheduler.DryRun).Str("state", st.Path()).Msg("starting")
 
 	for {

@@ -55,6 +55,7 @@ type simFlags struct {
 	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
 	daemonStep  bool
 	grace       time.Duration
+	refillPoll  time.Duration
 	preemptMode bridge.PreemptMode
 	script      fake.SignalResponse
 	// estimate hides the true throughputs from the policy, which learns
@@ -181,6 +182,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	grace := fs.Duration("grace", 60*time.Second, "with --daemon-step: grace period between the warning signal and the requeue")
 	preemptMode := fs.String("preempt-mode", "checkpoint", "with --daemon-step: every job's preemption mode (checkpoint, requeue, never)")
 	script := fs.String("script", "wait", "with --daemon-step: what checkpointing scripts do after saving: wait (for the requeue) or exit")
+	refillPoll := fs.Duration("refill-poll", 30*time.Second, "with --daemon-step: the daemon's scheduler.refill_poll, how often it looks between rounds "+
+		"for GPUs freed by completions to start waiting jobs on (0: they stay idle until the next round)")
 	estimateOn := fs.Bool("estimate", false, "hide every job's true throughputs from the policy: it sees only what the learning estimator "+
 		"has measured of the job's own rounds (every job an unknown model)")
 	estimateNoise := fs.Float64("estimate-noise", 0, "with --estimate: spread of each measurement's multiplicative error (0.05: about 5%)")
@@ -219,7 +222,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	if f.mechanism, err = rounds.ParseVariant(*mechanism); err != nil {
 		return nil, fmt.Errorf("--mechanism: %w", err)
 	}
-	f.daemonStep, f.grace = *daemonStep, *grace
+	f.daemonStep, f.grace, f.refillPoll = *daemonStep, *grace, *refillPoll
 	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
 	f.estimateNoTable = *estimateRef == "none"
 	if f.preemptMode, err = bridge.ParsePreemptMode(*preemptMode); err != nil {
@@ -252,6 +255,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--preemption-overhead %v: must be >= 0 and shorter than --round", *overhead)
 	case *grace < 0:
 		return nil, fmt.Errorf("--grace %v: must be >= 0", *grace)
+	case *refillPoll < 0:
+		return nil, fmt.Errorf("--refill-poll %v: must be >= 0", *refillPoll)
 	case *script != "wait" && *script != "exit":
 		return nil, fmt.Errorf("--script %q: must be wait or exit", *script)
 	case f.estimateNoise < 0 || math.IsNaN(f.estimateNoise) || math.IsInf(f.estimateNoise, 0):
@@ -459,7 +464,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
-		MaxActive: f.maxActive, Mechanism: f.mechanism,
+		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()

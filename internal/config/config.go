@@ -134,6 +134,11 @@ type Scheduler struct {
 	// (see EffectiveMinRunTime), so that the value follows a --round given
 	// on the command line. 0 lets any round stop any job.
 	MinRunTime time.Duration
+	// RefillPoll is how often the daemon looks between rounds for GPUs
+	// that jobs ending mid-round freed, to start the waiting jobs the
+	// round would have started there; 0 leaves them idle until the next
+	// round.
+	RefillPoll time.Duration
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
 }
@@ -209,6 +214,9 @@ func Default() Config {
 			// for jobs that cannot checkpoint; sites opt in to more.
 			DefaultPreempt: bridge.PreemptNever,
 			MinRunTime:     DeriveMinRunTime,
+			// A freed GPU waits on average half of this before a job
+			// starts on it; each look reads the queue once.
+			RefillPoll: 30 * time.Second,
 		},
 		Daemon: Daemon{
 			StateDir: "/var/lib/gavel-slurm",
@@ -257,6 +265,7 @@ type file struct {
 		GraceSignal      *string        `toml:"grace_signal"`
 		DefaultPreempt   *string        `toml:"default_preempt"`
 		MinRunTime       *duration.Flag `toml:"min_run_time"`
+		RefillPoll       *duration.Flag `toml:"refill_poll"`
 		DryRun           *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
@@ -378,6 +387,7 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Scheduler.Mechanism, f.Scheduler.Mechanism)
 	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
+	setDuration(&c.Scheduler.RefillPoll, f.Scheduler.RefillPoll)
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
 	if f.Scheduler.DefaultPreempt != nil {
 		m, err := bridge.ParsePreemptMode(*f.Scheduler.DefaultPreempt)
@@ -725,6 +735,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TrialAndError.MaxPreemptions < 0 {
 		bad("trial_and_error.max_preemptions", "%d is negative", c.TrialAndError.MaxPreemptions)
+	}
+	if p := c.Scheduler.RefillPoll; p != 0 && p < time.Second {
+		bad("scheduler.refill_poll", "%s is under a second (each look reads the whole queue; 0 turns refilling off)", p)
 	}
 	if c.TrialAndError.Poll < time.Second {
 		bad("trial_and_error.poll", "%s is under a second (each look reads the whole queue)", c.TrialAndError.Poll)

@@ -26,6 +26,9 @@ func TestParseValues(t *testing.T) {
 				if !c.Daemon.Standby {
 					t.Error("standby is off by default: a second daemon on the same state would exit instead of waiting")
 				}
+				if c.Scheduler.RefillPoll != 30*time.Second {
+					t.Errorf("refill_poll = %s, want 30s", c.Scheduler.RefillPoll)
+				}
 				if c.Scheduler.DefaultPreempt != bridge.PreemptNever {
 					t.Errorf("default_preempt = %q, want never", c.Scheduler.DefaultPreempt)
 				}
@@ -95,6 +98,7 @@ default_grace = "5s"
 grace_signal = "USR2"
 default_preempt = "Checkpoint"
 min_run_time = "0-00:15"
+refill_poll = "45s"
 dry_run = true
 [daemon]
 state_dir = "/tmp/gs"
@@ -117,7 +121,7 @@ poll = "3s"
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second, Mechanism: "gavel",
 						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
-						MinRunTime: 15 * time.Minute, DryRun: true},
+						MinRunTime: 15 * time.Minute, RefillPoll: 45 * time.Second, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
 						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token",
 						CollectorWarmUp: 45 * time.Second, Standby: false},
@@ -215,6 +219,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"absurd duration":          {"[scheduler]\nround = \"3651d\"", "scheduler.round"},
 		"bad preempt mode":         {"[scheduler]\ndefault_preempt = \"sometimes\"", "scheduler.default_preempt"},
 		"bad min run time":         {"[scheduler]\nmin_run_time = \"soon\"", "scheduler.min_run_time"},
+		"refill poll too short":    {"[scheduler]\nrefill_poll = \"100ms\"", "scheduler.refill_poll"},
 		"negative min run time":    {"[scheduler]\nmin_run_time = \"-1m\"", "scheduler.min_run_time"},
 		"round too short":          {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
 		"negative grace":           {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},

@@ -68,6 +68,11 @@ type Settings struct {
 	Instance int
 	// TrialAndError configures class=te jobs (te.go).
 	TrialAndError TESettings
+	// RefillPoll is how often the daemon looks between rounds for GPUs
+	// freed by jobs that ended, to start the waiting jobs the round would
+	// have started there (refill.go); 0 leaves them idle until the next
+	// round.
+	RefillPoll time.Duration
 	// AdoptAdminHolds: in the first round, managed jobs held by an admin
 	// that no saved record names are taken for the daemon's own holds
 	// (recovery after the state directory was lost).

@@ -158,7 +158,8 @@ func (c *Core) recheck(j bridge.Job, js *jobState, now time.Time) []Action {
 
 // Graces is the check between rounds, against a fresh snapshot: requeues
 // of grace periods that ended, of jobs that ended or requeued themselves
-// during theirs, and rechecks of requeued jobs.
+// during theirs, rechecks of requeued jobs, trial-and-error jobs, and
+// waiting jobs started on GPUs freed since the round (refill.go).
 func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	if snap == nil {
 		return nil
@@ -181,6 +182,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		out = append(out, c.advance(js, j, now, true)...)
 	}
 	out = append(out, c.trialAndError(snap, now)...)
+	out = append(out, c.refill(snap, now)...)
 	c.noteHolds(out)
 	return out
 }
@@ -194,6 +196,12 @@ func (c *Core) NextGraceEnd(now time.Time) time.Time {
 	if te := c.set.TrialAndError; te.Enabled && te.Poll > 0 {
 		// New TE jobs are looked for between rounds.
 		if poll := now.Add(te.Poll); next.IsZero() || poll.Before(next) {
+			next = poll
+		}
+	}
+	if c.set.RefillPoll > 0 {
+		// Freed GPUs are looked for between rounds.
+		if poll := now.Add(c.set.RefillPoll); next.IsZero() || poll.Before(next) {
 			next = poll
 		}
 	}

@@ -53,6 +53,11 @@ type Config struct {
 	Script  fake.SignalResponse
 	// MinRunTime is the daemon's scheduler.min_run_time.
 	MinRunTime time.Duration
+	// RefillPoll is the daemon's scheduler.refill_poll: after a job
+	// completes between rounds, the daemon's next look (every RefillPoll
+	// from the round) starts waiting jobs on the freed GPUs; 0 leaves them
+	// idle until the next round.
+	RefillPoll time.Duration
 	// Mechanism is the daemon's scheduler.mechanism (empty: the paper's).
 	Mechanism rounds.Variant
 	// RestartOverhead is the time a job makes no progress after each
@@ -118,6 +123,9 @@ type run struct {
 	signals, requeues int
 	// pollAt is the daemon's next check after signals went out.
 	pollAt time.Time
+	// refillAt is the daemon's first look after a completion since the
+	// round (Config.RefillPoll), lastRound when that round ran.
+	refillAt, lastRound time.Time
 	// dirty is set when something changed that may let slurmctld start
 	// a job (an arrival, a completion, an action).
 	dirty bool
@@ -164,7 +172,7 @@ func newRun(cfg Config) (*run, error) {
 	}
 	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round,
 		MinResetInterval: cfg.MinResetInterval, DefaultGrace: cfg.Grace, GraceSignal: "USR1",
-		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, Seed: cfg.Seed, Mechanism: cfg.Mechanism}
+		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, RefillPoll: cfg.RefillPoll, Seed: cfg.Seed, Mechanism: cfg.Mechanism}
 	core, err := sched.NewCore(set, sched.TableEstimator{Table: cfg.Table})
 	if err != nil {
 		return nil, err
@@ -195,6 +203,7 @@ func (r *run) loop(src sim.Source) error {
 		// signals (what the scripts did with them).
 		t = earliest(t, r.core.NextDeadline())
 		t = earliest(t, r.pollAt)
+		t = earliest(t, r.refillAt)
 		t = earliest(t, r.nextCompletion())
 		if t.Sub(epoch) > r.cfg.MaxTime {
 			return fmt.Errorf("stepsim: simulated time passed %v with %d jobs still active", r.cfg.MaxTime, r.active)
@@ -213,13 +222,16 @@ func (r *run) loop(src sim.Source) error {
 				return err
 			}
 			nextRound = r.now.Add(r.cfg.Round)
-		} else if due(r.core.NextDeadline(), r.now) || due(r.pollAt, r.now) {
+		} else if due(r.core.NextDeadline(), r.now) || due(r.pollAt, r.now) || due(r.refillAt, r.now) {
 			if err := r.graces(); err != nil {
 				return err
 			}
 		}
 		if !r.now.Before(r.pollAt) {
 			r.pollAt = time.Time{}
+		}
+		if !r.now.Before(r.refillAt) {
+			r.refillAt = time.Time{}
 		}
 		r.forgetFinished()
 		if r.dirty {
@@ -319,6 +331,11 @@ func (r *run) advance(t time.Time) {
 }
 
 func (r *run) complete(j *job, t time.Time) {
+	if p := r.cfg.RefillPoll; p > 0 && !r.lastRound.IsZero() {
+		// The daemon looks every p from the round: the first look after t.
+		looks := math.Ceil(float64(t.Sub(r.lastRound)) / float64(p))
+		r.refillAt = earliest(r.refillAt, r.lastRound.Add(time.Duration(looks)*p))
+	}
 	j.remaining, j.finish, j.runType = 0, t, ""
 	_ = r.slurm.Finish(j.id, bridge.JobCompleted)
 	r.forget = append(r.forget, forgetAt{j.id, t.Add(minJobAge)})
@@ -349,6 +366,7 @@ func (r *run) round() error {
 		snap, _ = r.slurm.Snapshot(context.Background())
 	}
 	res := r.core.Step(snap, r.now, r.core.Solve)
+	r.lastRound, r.refillAt = r.now, time.Time{} // the round places what completions freed
 	r.res.Rounds++
 	if res.Solved {
 		r.res.Allocations++

@@ -152,3 +152,25 @@ func TestMechanismSettingReachesTheStep(t *testing.T) {
 		t.Errorf("JCT %.0f s (improved) and %.0f s (gavel); want 1000 s on the k80, and the paper's walk on the v100 far slower", jct[rounds.VariantImproved], jct[rounds.VariantGavel])
 	}
 }
+
+// Two 100 s jobs on one GPU: the round runs one and holds the other.
+// Without refilling, the GPU the first frees at 100 s stays idle until the
+// next round (360 s); with refill_poll 30 s the daemon's first look after
+// the completion (120 s) starts the second job there.
+func TestRefillUsesGPUsFreedBetweenRounds(t *testing.T) {
+	jobs := sim.Jobs{wjob("one", 100, 0), wjob("one", 100, 0)}
+	for _, tc := range []struct {
+		poll time.Duration
+		want float64 // average JCT, s
+	}{{0, (100 + 460) / 2.0}, {30 * time.Second, (100 + 220) / 2.0}} {
+		cfg := config(t, map[string]int{"v100": 1})
+		cfg.Preempt, cfg.RefillPoll = bridge.PreemptNever, tc.poll
+		res, err := Run(cfg, jobs.Source())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.JobsMeasured != 2 || !near(res.AvgJCT, tc.want, 1) {
+			t.Errorf("refill poll %v: %d jobs, avg JCT %.1f s, want %.1f s", tc.poll, res.JobsMeasured, res.AvgJCT, tc.want)
+		}
+	}
+}

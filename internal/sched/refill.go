@@ -1,0 +1,227 @@
+package sched
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// Refilling GPUs freed between rounds.
+//
+// A round holds every managed job it does not choose, so when a job ends
+// in the middle of a round its GPUs stay idle until the next one: up to a
+// whole round (6 minutes by default) per completion, a real loss on a
+// cluster of short jobs. Between rounds the daemon therefore looks every
+// Settings.RefillPoll at what is free, and starts the waiting jobs the
+// round would have started there: for each managed GPU type with free
+// GPUs, the held jobs with a share of that type (a positive priority on
+// it), highest priority first, as long as they fit. Nothing is preempted
+// and no allocation is computed; the next round takes the jobs started
+// this way as running ones (their time counts from when they started) and
+// decides about them as about any other.
+//
+// GPUs that some pending job may still take are not free: a job the
+// round chose that Slurm has not started yet (all of its type's GPUs
+// while it does not fit), a TE job's claim (nothing is refilled while
+// one waits), or any job Slurm may start by itself (not held, waiting
+// only for resources or priority) where it fits.
+
+// slurmWillStart reports whether Slurm may start pending job j by itself
+// as soon as it has room: not held, and waiting only for resources or
+// priority (not for a dependency, a limit or a begin time), or released
+// by a daemon at its run priority.
+func slurmWillStart(j bridge.Job) bool {
+	if j.State != bridge.JobPending || j.Held || j.GPUs <= 0 {
+		return false
+	}
+	switch j.Reason {
+	case "", "None", "Priority", "Resources":
+		return true
+	}
+	return j.Priority >= RunPriority
+}
+
+// refill starts held jobs on GPUs freed since the round (see above).
+func (c *Core) refill(snap *bridge.Snapshot, now time.Time) []Action {
+	if c.set.RefillPoll <= 0 || snap == nil || c.plan == nil || c.lastSkip != "" ||
+		len(c.teWaits) > 0 || c.looksPartial(snap) {
+		return nil
+	}
+	room := c.freeGPUs(snap)
+	if room == nil {
+		return nil
+	}
+	type candidate struct {
+		job      bridge.Job
+		js       *jobState
+		priority float64
+		arrival  int
+	}
+	var out []Action
+	for _, t := range c.mech.Types() {
+		if room.total(t) == 0 {
+			continue
+		}
+		var cands []candidate
+		for n, id := range c.order {
+			js := c.jobs[id]
+			j, ok := jobByID(snap, id)
+			if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
+				js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() ||
+				(j.RequestedGPUType != "" && j.RequestedGPUType != t) {
+				continue
+			}
+			if ok, _ := c.eligible(j); !ok {
+				continue
+			}
+			st, err := c.mech.State(id, t)
+			if err != nil || st.Priority <= 0 {
+				continue // no share of t: its allocation puts it elsewhere
+			}
+			cands = append(cands, candidate{job: j, js: js, priority: st.Priority, arrival: n})
+		}
+		slices.SortStableFunc(cands, func(a, b candidate) int {
+			if c := cmp.Compare(b.priority, a.priority); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.arrival, b.arrival)
+		})
+		for _, cand := range cands {
+			if room.total(t) == 0 {
+				break
+			}
+			own, ok := ownFeatures(cand.job.Constraints, c.isGPUType)
+			if !ok || !room.take(t, cand.job, own) {
+				continue
+			}
+			why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
+				" (GPUs freed between rounds)"
+			cand.js.decision, cand.js.reason = rounds.Run.String(), why
+			out = append(out, c.runActions(cand.job, t, why)...)
+		}
+	}
+	return out
+}
+
+// freeRoom is the free GPUs of each usable node, by GPU type.
+type freeRoom struct {
+	nodes map[string][]*freeNode // by GPU type, in snapshot order
+}
+
+type freeNode struct {
+	bridge.Node
+	free int
+}
+
+func (r *freeRoom) total(t string) int {
+	sum := 0
+	for _, n := range r.nodes[t] {
+		sum += n.free
+	}
+	return sum
+}
+
+// take places job j on free GPUs of type t, on nodes of its partition that
+// have every feature in own, and takes them: on one node for a one-node
+// job, else on Nodes nodes (GPUsPerNode each when it says, else any
+// split). It reports false, taking nothing, when j does not fit.
+func (r *freeRoom) take(t string, j bridge.Job, own []string) bool {
+	var fit []*freeNode
+	for _, n := range r.nodes[t] {
+		if n.free > 0 && slices.Contains(n.Partitions, j.Partition) &&
+			!slices.ContainsFunc(own, func(f string) bool { return !slices.Contains(n.Features, f) }) {
+			fit = append(fit, n)
+		}
+	}
+	nodes := max(j.Nodes, 1)
+	per := j.GPUsPerNode
+	if per == 0 && nodes == 1 {
+		per = j.GPUs
+	}
+	if per > 0 {
+		// Fullest nodes last, so small jobs leave whole nodes to big ones.
+		slices.SortStableFunc(fit, func(a, b *freeNode) int { return cmp.Compare(a.free, b.free) })
+		var picked []*freeNode
+		for _, n := range fit {
+			if n.free >= per && len(picked) < nodes {
+				picked = append(picked, n)
+			}
+		}
+		if len(picked) < nodes {
+			return false
+		}
+		for _, n := range picked {
+			n.free -= per
+		}
+		return true
+	}
+	// Several nodes without a per-node count: Slurm splits the GPUs as it
+	// likes, over at most Nodes nodes.
+	slices.SortStableFunc(fit, func(a, b *freeNode) int { return cmp.Compare(b.free, a.free) })
+	left := j.GPUs
+	for i := 0; i < len(fit) && i < nodes && left > 0; i++ {
+		left -= fit[i].free
+	}
+	if left > 0 {
+		return false
+	}
+	left = j.GPUs
+	for i := 0; i < len(fit) && left > 0; i++ {
+		used := min(fit[i].free, left)
+		fit[i].free -= used
+		left -= used
+	}
+	return true
+}
+
+// freeGPUs is the room on the usable nodes once every pending job Slurm
+// may start by itself has what it asks for: on its type, or for an
+// untyped job on the first type where it fits. A job that fits nowhere
+// now takes nothing (Slurm cannot start it either), except one a round
+// chose: the GPUs of its type are left for it. nil when nothing is free.
+func (c *Core) freeGPUs(snap *bridge.Snapshot) *freeRoom {
+	r := &freeRoom{nodes: map[string][]*freeNode{}}
+	anyFree := false
+	for _, n := range snap.Nodes {
+		if !c.nodeUsable(n) {
+			continue
+		}
+		free := max(n.GPUs-n.GPUsUsed, 0)
+		r.nodes[n.GPUType] = append(r.nodes[n.GPUType], &freeNode{Node: n, free: free})
+		anyFree = anyFree || free > 0
+	}
+	if !anyFree {
+		return nil
+	}
+	for _, j := range snap.Jobs {
+		if !slurmWillStart(j) || !c.inPartitions(j.Partition) {
+			continue
+		}
+		own, _ := ownFeatures(j.Constraints, c.isGPUType)
+		t := j.RequestedGPUType
+		if t == "" {
+			t = ConstraintType(j.Constraints, c.isGPUType)
+		}
+		if t == "" {
+			// Untyped: Slurm may start it on any type where it fits.
+			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
+				if r.take(typ, j, own) {
+					break
+				}
+			}
+			continue
+		}
+		if !r.take(t, j, own) && j.Priority >= RunPriority {
+			// A job a round chose that does not fit yet: the GPUs
+			// freeing up on its type are for it.
+			for _, n := range r.nodes[t] {
+				n.free = 0
+			}
+		}
+	}
+	return r
+}
