@@ -328,6 +328,25 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 		d.Core.Abandon()
 	}
 	d.Log.Info().Uint64("round", d.Core.Round()).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
+	if journaled {
+		d.republish(snap)
+	}
+}
+
+// republish refreshes the published jobs after the checks between rounds
+// acted, keeping the last round's own figures (its start, duration,
+// actions) and allocation.
+func (d *Daemon) republish(snap *bridge.Snapshot) {
+	last := d.Board.Status()
+	if last.Round.Number == 0 || last.Round.Standby {
+		return // no round published yet
+	}
+	st := statusDoc(d.Core.Refresh(snap, last.Round.Started))
+	st.Round = last.Round
+	d.Board.Publish(st, d.Board.Allocation())
+	if d.Metrics != nil {
+		d.Metrics.ObserveStatus(st)
+	}
 }
 
 // SlurmHTTPClient is the HTTP client for slurmrestd: it keeps a connection

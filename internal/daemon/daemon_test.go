@@ -994,3 +994,48 @@ func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
 		t.Errorf("a grace period is still pending: %v", h.d.Core.NextGraceEnd(h.clock.now))
 	}
 }
+
+// A job that ends mid-round frees its GPU; the check between rounds starts
+// the held job there, and status shows it at once, not a round later.
+func TestRefillBetweenRoundsIsShownInStatus(t *testing.T) {
+	set := settings()
+	set.Round, set.RefillPoll, set.DefaultPreempt = 10*time.Minute, 30*time.Second, bridge.PreemptNever
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
+	first, second := h.submit(resnet, 1), h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	running, waiting := first, second
+	if h.job(first).Held {
+		running, waiting = second, first
+	}
+	if !h.job(waiting).Held {
+		t.Fatalf("the round held neither job")
+	}
+	h.clock.now = h.clock.now.Add(40 * time.Second)
+	if err := h.slurm.Finish(running, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	h.d.RunGraces(context.Background())
+	if h.job(waiting).Held {
+		t.Fatalf("the waiting job is still held after its GPU was freed")
+	}
+	st := h.board.Status()
+	js := findStatus(t, st, waiting)
+	if js.Decision != "run" || !strings.Contains(js.Reason, "GPUs freed between rounds") {
+		t.Errorf("status of the refilled job: decision %q, reason %q", js.Decision, js.Reason)
+	}
+	if st.Round.Number != 1 || st.Round.Started != epoch {
+		t.Errorf("status round %d started %v: the round's own figures changed", st.Round.Number, st.Round.Started)
+	}
+}
+
+func findStatus(t *testing.T, st api.Status, id bridge.JobID) api.JobStatus {
+	t.Helper()
+	for _, j := range st.Jobs {
+		if j.JobID == id.String() {
+			return j
+		}
+	}
+	t.Fatalf("job %v not in status", id)
+	return api.JobStatus{}
+}

@@ -114,6 +114,15 @@ func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	return c.view(snap, now, res)
 }
 
+// Refresh is the view of the last round, started at started, against a
+// newer snapshot: what status shows after the checks between rounds acted
+// (a job started on freed GPUs, room made for a trial-and-error job), so
+// that it does not show the round's stale decisions until the next one.
+func (c *Core) Refresh(snap *bridge.Snapshot, started time.Time) View {
+	res := Result{Round: c.round, Skipped: c.lastSkip}
+	return c.view(snap, started, &res)
+}
+
 // view builds the status view of the round in res.
 func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	c.lastSkip = res.Skipped
