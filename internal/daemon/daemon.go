@@ -116,7 +116,9 @@ func New(deps Deps) (*Daemon, error) {
 }
 
 // Run runs rounds until ctx is done. Between rounds it wakes when a grace
-// period ends to requeue the preempted job without waiting a whole round.
+// period ends to requeue the preempted job without waiting a whole round,
+// and at the polls for trial-and-error jobs and for GPUs to refill
+// (Core.NextGraceEnd).
 //
 // Stopping (ctx done) takes effect between rounds: a round that started
 // finishes sending its actions, so a shutdown never leaves a job half
@@ -327,7 +329,7 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	if !journaled {
 		d.Core.Abandon()
 	}
-	d.Log.Info().Uint64("round", d.Core.Round()).Int("actions", sent).Int("failed", failed).Msg("grace periods ended")
+	d.Log.Info().Uint64("round", d.Core.Round()).Int("actions", sent).Int("failed", failed).Msg("between rounds: actions sent")
 	if journaled {
 		d.republish(snap)
 	}

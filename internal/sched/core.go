@@ -348,6 +348,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		}
 		res.Solved = true
 	}
+	if c.mech.Len() == 0 {
+		c.fallback = "" // no jobs, no allocation to stand in for
+	}
 	res.Fallback = c.fallback
 
 	if c.set.TrialAndError.Enabled {
@@ -412,7 +415,7 @@ func (c *Core) Solve(p *policy.Problem) (*policy.Allocation, error) {
 func allocateWith(pol policy.Policy, p *policy.Problem) (a *policy.Allocation, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = nil, fmt.Errorf("%s: panic: %v", pol.Name(), r)
+			a, err = nil, &panicError{what: fmt.Sprintf("%s: panic: %v", pol.Name(), r), site: panicSite()}
 		}
 	}()
 	a, err = pol.Allocate(p)

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,7 +41,17 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 		}
 	}
 	failed := err
-	// A fresh problem: the failed policy may have changed the one it had.
+	var crashed *panicError
+	if errors.As(failed, &crashed) {
+		// A policy that keeps state between rounds (finish-time fairness
+		// keeps its LP's basis) may have been left half-way by the panic:
+		// the next attempt starts from a fresh one.
+		if fresh, err := policy.New(c.set.Policy, policy.Options{Seed: c.set.Seed}); err == nil {
+			c.pol = fresh
+		}
+	}
+	// The problem is built again for the stand-in rather than reusing the
+	// failed policy's.
 	alloc, err = allocateWith(c.standIn, c.problem(snap, now))
 	if err == nil {
 		err = c.mech.SetAllocation(alloc, nowS)
@@ -58,7 +69,7 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 func guardedSolve(solve Solver, p *policy.Problem) (a *policy.Allocation, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			a, err = nil, fmt.Errorf("panic: %v", r)
+			a, err = nil, &panicError{what: fmt.Sprintf("panic: %v", r), site: panicSite()}
 		}
 	}()
 	a, err = solve(p)

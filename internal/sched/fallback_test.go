@@ -64,7 +64,8 @@ func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
 			}
 			want := "status 10"
 			if panics {
-				want = "panic"
+				// The panic's value and where it happened.
+				want = "panic: runtime error: index out of range [3] with length 0 (at github.com/gavel-slurm/gavel-slurm/internal/sched.(*brokenPolicy).Allocate sched/fallback_test.go:"
 			}
 			if !strings.Contains(res.Fallback, want) || res.View.AllocationFallback != res.Fallback || res.State.AllocationFallback != res.Fallback {
 				t.Errorf("fallback %q, view %q, state %q: want the failure (%q) in all three",
@@ -79,6 +80,9 @@ func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
 			}
 
 			// Slurm shows the first round's actions; the policy works again.
+			if panics && c.pol == broken {
+				t.Error("the policy that panicked is still in use: it may keep state the panic broke")
+			}
 			c.pol = working
 			at := epoch.Add(tc.retryAt)
 			var jobs []bridge.Job
@@ -119,5 +123,44 @@ func TestAPanickingSolverIsContained(t *testing.T) {
 	}
 	if got := actionsOf(res.Actions, 1); got != "set-constraints:v100,set-priority" {
 		t.Errorf("the only job: %q", got)
+	}
+}
+
+// With Gavel's mechanism the allocation changes only at a reset of the
+// time received, so the policy is asked again at the next reset, not in
+// the rounds between; and the failure is forgotten once no job is left.
+func TestAFailedPolicyIsRetriedAtTheNextResetWithGavelsMechanism(t *testing.T) {
+	set := settings()
+	set.Mechanism, set.MinResetInterval = rounds.VariantGavel, 32*time.Minute
+	c := newCore(t, set)
+	working := c.pol
+	c.pol = &brokenPolicy{Policy: working}
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	one := pending(1, tag)
+	if res := c.Step(snapshot(t, epoch, nodes, one), epoch, c.Solve); res.Fallback == "" {
+		t.Fatalf("the first round did not fall back: %+v", res)
+	}
+	c.pol = working
+	one = running(1, tag, "a1", "v100", 0)
+	one.StartTime = epoch
+	busy := []bridge.Node{node("a1", "v100", 1, 1)}
+	at := epoch.Add(time.Minute)
+	if res := c.Step(snapshot(t, at, busy, one), at, c.Solve); res.Solved || res.Fallback == "" {
+		t.Errorf("a minute later: solved %v, fallback %q; want the stand-in kept until the reset", res.Solved, res.Fallback)
+	}
+	at = epoch.Add(33 * time.Minute)
+	if res := c.Step(snapshot(t, at, busy, one), at, c.Solve); !res.Solved || res.Fallback != "" {
+		t.Errorf("after the reset interval: solved %v, fallback %q; want the policy's allocation", res.Solved, res.Fallback)
+	}
+	// Fails again, then the job ends: nothing is left to stand in for.
+	c.pol = &brokenPolicy{Policy: working}
+	at = at.Add(33 * time.Minute)
+	two := pending(2, tag)
+	if res := c.Step(snapshot(t, at, busy, one, two), at, c.Solve); res.Fallback == "" {
+		t.Fatalf("a new job and a failing policy: no fallback")
+	}
+	at = at.Add(time.Minute)
+	if res := c.Step(snapshot(t, at, nodes, done(one), done(two)), at, c.Solve); res.Fallback != "" || res.View.AllocationFallback != "" {
+		t.Errorf("no job left: fallback %q still reported", res.Fallback)
 	}
 }

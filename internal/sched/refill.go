@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -24,11 +25,18 @@ import (
 // this way as running ones (their time counts from when they started) and
 // decides about them as about any other.
 //
-// GPUs that some pending job may still take are not free: a job the
-// round chose that Slurm has not started yet (all of its type's GPUs
-// while it does not fit), a TE job's claim (nothing is refilled while
-// one waits), or any job Slurm may start by itself (not held, waiting
-// only for resources or priority) where it fits.
+// GPUs that some job may still take are not free: a job the round chose
+// that Slurm has not started yet (all of its type's GPUs while it does not
+// fit), a job the round moves to another type once its grace period ends,
+// a TE job's claim (nothing is refilled while one waits), or any job Slurm
+// may start by itself (not held, waiting only for resources or priority)
+// where it fits.
+//
+// What it cannot see: jobs of partitions the daemon does not manage that
+// share its nodes (the snapshot holds only the managed partitions' jobs;
+// Slurm may start one of them on a freed GPU first, and the refilled job
+// then waits, released, for the next round), and GPU types the round's
+// mechanism left out because no GPU of them was free for managed jobs.
 
 // slurmWillStart reports whether Slurm may start pending job j by itself
 // as soon as it has room: not held, and waiting only for resources or
@@ -46,6 +54,11 @@ func slurmWillStart(j bridge.Job) bool {
 }
 
 // refill starts held jobs on GPUs freed since the round (see above).
+// Every held job with a share of a type that has free GPUs is a
+// candidate there; the candidates are taken highest priority first, each
+// job at most once (on the first type it fits of its best ones), so that
+// a job with shares of two types that both freed GPUs starts on the one
+// where it stands highest.
 func (c *Core) refill(snap *bridge.Snapshot, now time.Time) []Action {
 	if c.set.RefillPoll <= 0 || snap == nil || c.plan == nil || c.lastSkip != "" ||
 		len(c.teWaits) > 0 || c.looksPartial(snap) {
@@ -58,51 +71,54 @@ func (c *Core) refill(snap *bridge.Snapshot, now time.Time) []Action {
 	type candidate struct {
 		job      bridge.Job
 		js       *jobState
+		gpuType  string
 		priority float64
 		arrival  int
 	}
-	var out []Action
-	for _, t := range c.mech.Types() {
-		if room.total(t) == 0 {
+	var cands []candidate
+	for n, id := range c.order {
+		js := c.jobs[id]
+		j, ok := jobByID(snap, id)
+		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
+			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() {
 			continue
 		}
-		var cands []candidate
-		for n, id := range c.order {
-			js := c.jobs[id]
-			j, ok := jobByID(snap, id)
-			if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
-				js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() ||
-				(j.RequestedGPUType != "" && j.RequestedGPUType != t) {
-				continue
-			}
-			if ok, _ := c.eligible(j); !ok {
+		if ok, _ := c.eligible(j); !ok {
+			continue
+		}
+		for _, t := range c.mech.Types() {
+			if room.total(t) == 0 || (j.RequestedGPUType != "" && j.RequestedGPUType != t) {
 				continue
 			}
 			st, err := c.mech.State(id, t)
 			if err != nil || st.Priority <= 0 {
 				continue // no share of t: its allocation puts it elsewhere
 			}
-			cands = append(cands, candidate{job: j, js: js, priority: st.Priority, arrival: n})
+			cands = append(cands, candidate{job: j, js: js, gpuType: t, priority: st.Priority, arrival: n})
 		}
-		slices.SortStableFunc(cands, func(a, b candidate) int {
-			if c := cmp.Compare(b.priority, a.priority); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.arrival, b.arrival)
-		})
-		for _, cand := range cands {
-			if room.total(t) == 0 {
-				break
-			}
-			own, ok := ownFeatures(cand.job.Constraints, c.isGPUType)
-			if !ok || !room.take(t, cand.job, own) {
-				continue
-			}
-			why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
-				" (GPUs freed between rounds)"
-			cand.js.decision, cand.js.reason = rounds.Run.String(), why
-			out = append(out, c.runActions(cand.job, t, why)...)
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int {
+		if by := cmp.Compare(b.priority, a.priority); by != 0 {
+			return by
 		}
+		return cmp.Compare(a.arrival, b.arrival)
+	})
+	started := map[string]bool{}
+	var out []Action
+	for _, cand := range cands {
+		t := cand.gpuType
+		if started[cand.js.id] || room.total(t) == 0 {
+			continue
+		}
+		own, ok := ownFeatures(cand.job.Constraints, c.isGPUType)
+		if !ok || !room.take(t, cand.job, own) {
+			continue
+		}
+		started[cand.js.id] = true
+		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
+			" (GPUs freed between rounds)"
+		cand.js.decision, cand.js.reason = rounds.Run.String(), why
+		out = append(out, c.runActions(cand.job, t, why)...)
 	}
 	return out
 }
@@ -143,7 +159,8 @@ func (r *freeRoom) take(t string, j bridge.Job, own []string) bool {
 		per = j.GPUs
 	}
 	if per > 0 {
-		// Fullest nodes last, so small jobs leave whole nodes to big ones.
+		// Nodes with the fewest free GPUs first, so small jobs leave
+		// the emptier nodes to big ones.
 		slices.SortStableFunc(fit, func(a, b *freeNode) int { return cmp.Compare(a.free, b.free) })
 		var picked []*freeNode
 		for _, n := range fit {
@@ -182,7 +199,9 @@ func (r *freeRoom) take(t string, j bridge.Job, own []string) bool {
 // may start by itself has what it asks for: on its type, or for an
 // untyped job on the first type where it fits. A job that fits nowhere
 // now takes nothing (Slurm cannot start it either), except one a round
-// chose: the GPUs of its type are left for it. nil when nothing is free.
+// chose: the GPUs of its type (of every type of its mix) are left for it.
+// A running job the round moves to another type reserves its GPUs there
+// for when its grace period ends. nil when nothing is free.
 func (c *Core) freeGPUs(snap *bridge.Snapshot) *freeRoom {
 	r := &freeRoom{nodes: map[string][]*freeNode{}}
 	anyFree := false
@@ -197,31 +216,71 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot) *freeRoom {
 	if !anyFree {
 		return nil
 	}
+	reserve := func(t string, j bridge.Job) {
+		own, _ := ownFeatures(j.Constraints, c.isGPUType)
+		if !r.take(t, j, own) {
+			r.clear(t)
+		}
+	}
 	for _, j := range snap.Jobs {
-		if !slurmWillStart(j) || !c.inPartitions(j.Partition) {
+		if !slurmWillStart(j) {
 			continue
 		}
-		own, _ := ownFeatures(j.Constraints, c.isGPUType)
+		chosen := j.Priority >= RunPriority
 		t := j.RequestedGPUType
 		if t == "" {
 			t = ConstraintType(j.Constraints, c.isGPUType)
 		}
-		if t == "" {
+		switch {
+		case t != "" && chosen:
+			reserve(t, j)
+		case t != "":
+			own, _ := ownFeatures(j.Constraints, c.isGPUType)
+			r.take(t, j, own)
+		case isMixConstraint(j.Constraints, c.isGPUType):
+			// Shaped for a mix of types: Slurm starts it once every part
+			// fits, so none of those types is free for others.
+			for _, typ := range mixTypes(j.Constraints, c.isGPUType) {
+				r.clear(typ)
+			}
+		default:
 			// Untyped: Slurm may start it on any type where it fits.
+			own, _ := ownFeatures(j.Constraints, c.isGPUType)
 			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
 				if r.take(typ, j, own) {
 					break
 				}
 			}
+		}
+	}
+	for _, id := range c.order {
+		js := c.jobs[id]
+		if js.pre.phase == notPreempted || js.pre.target == "" {
 			continue
 		}
-		if !r.take(t, j, own) && j.Priority >= RunPriority {
-			// A job a round chose that does not fit yet: the GPUs
-			// freeing up on its type are for it.
-			for _, n := range r.nodes[t] {
-				n.free = 0
-			}
+		if j, ok := jobByID(snap, id); ok && !slurmWillStart(j) {
+			reserve(js.pre.target, j)
 		}
 	}
 	return r
+}
+
+// clear leaves no GPU of type t free.
+func (r *freeRoom) clear(t string) {
+	for _, n := range r.nodes[t] {
+		n.free = 0
+	}
+}
+
+// mixTypes lists the GPU types a mix constraint names ("[k80*1&v100*1]"
+// or "k80|v100").
+func mixTypes(constraint string, isType func(string) bool) []string {
+	var out []string
+	for _, term := range strings.FieldsFunc(constraint, func(r rune) bool { return strings.ContainsRune("[]&|", r) }) {
+		name, _, _ := strings.Cut(term, "*")
+		if name = strings.TrimSpace(name); isType(name) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }

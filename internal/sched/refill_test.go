@@ -65,22 +65,37 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 		j.Reason = reason
 		return j
 	}
+	// chosen is job 9 as a round left it: released at the run priority
+	// onto constraint, not started yet.
+	chosen := func(gpus int, constraint, reason string) bridge.Job {
+		j := pending(9, tag)
+		j.GPUs, j.Constraints, j.Priority, j.Reason = gpus, constraint, RunPriority, reason
+		return j
+	}
+	typed := func(gpus int, t string) bridge.Job {
+		j := unmanaged("Priority")
+		j.GPUs, j.RequestedGPUType = gpus, t
+		return j
+	}
+	mix := chosen(2, "[k80*1&v100*1]", "Resources")
+	mix.Nodes, mix.GPUsPerNode = 2, 1
+	const started = "set-constraints:v100,release,set-priority"
+	on := 30 * time.Second
 	tests := map[string]struct {
 		poll  time.Duration
 		extra []bridge.Job
 		want  string
 	}{
-		"refill on":                             {poll: 30 * time.Second, want: "set-constraints:v100,release,set-priority"},
+		"refill on":                             {poll: on, want: started},
 		"refill off":                            {poll: 0, want: ""},
-		"an untyped job waits for resources":    {poll: 30 * time.Second, extra: []bridge.Job{unmanaged("Resources")}, want: ""},
-		"an untyped job waits for a dependency": {poll: 30 * time.Second, extra: []bridge.Job{unmanaged("Dependency")}, want: "set-constraints:v100,release,set-priority"},
-		"a typed job waits for the freed type":  {poll: 30 * time.Second, extra: []bridge.Job{func() bridge.Job { j := unmanaged("Priority"); j.RequestedGPUType = "v100"; return j }()}, want: ""},
-		"a typed job waits for another type":    {poll: 30 * time.Second, extra: []bridge.Job{func() bridge.Job { j := unmanaged("Priority"); j.RequestedGPUType = "k80"; return j }()}, want: "set-constraints:v100,release,set-priority"},
-		"a job the round chose has not started": {poll: 30 * time.Second, extra: []bridge.Job{func() bridge.Job {
-			j := pending(9, tag)
-			j.Constraints, j.Priority, j.Reason = "v100", RunPriority, "BeginTime"
-			return j
-		}()}, want: ""},
+		"an untyped job waits for resources":    {poll: on, extra: []bridge.Job{unmanaged("Resources")}, want: ""},
+		"an untyped job waits for a dependency": {poll: on, extra: []bridge.Job{unmanaged("Dependency")}, want: started},
+		"a typed job waits for the freed type":  {poll: on, extra: []bridge.Job{typed(1, "v100")}, want: ""},
+		"a typed job waits for another type":    {poll: on, extra: []bridge.Job{typed(1, "k80")}, want: started},
+		"a typed job that does not fit":         {poll: on, extra: []bridge.Job{typed(2, "v100")}, want: started},
+		"a job the round chose has not started": {poll: on, extra: []bridge.Job{chosen(1, "v100", "BeginTime")}, want: ""},
+		"a chosen job waits for more GPUs":      {poll: on, extra: []bridge.Job{chosen(2, "v100", "Resources")}, want: ""},
+		"a chosen mix waits for its other part": {poll: on, extra: []bridge.Job{mix}, want: ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -89,7 +104,10 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 			c := newCore(t, set)
 			nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
 			other := running(3, tag, "b1", "k80", 0)
-			c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), other), epoch, c.Solve)
+			first := c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), other), epoch, c.Solve)
+			if got := actionsOf(first.Actions, 2); got != "hold" {
+				t.Fatalf("round: job 2 %q, want it held", got)
+			}
 			one := running(1, tag, "a1", "v100", 0)
 			now := epoch.Add(time.Minute)
 			jobs := append([]bridge.Job{done(one), held(2, tag), other}, tc.extra...)
@@ -120,10 +138,16 @@ func TestRefillOrderAndFit(t *testing.T) {
 		c := newCore(t, refillSettings())
 		nodes := []bridge.Node{node("a1", "v100", 2, 2)}
 		one, five := running(1, tag, "a1", "v100", 0), running(5, tag, "a1", "v100", 0)
-		pair := pending(2, tag)
+		// The two-GPU job outweighs the one-GPU job, so it is tried
+		// first and must be passed over for not fitting.
+		heavy := tag + " weight=4"
+		pair := pending(2, heavy)
 		pair.GPUs = 2
 		c.Step(snapshot(t, epoch, nodes, one, five, pair, pending(3, tag)), epoch, c.Solve)
-		heldPair := held(2, tag)
+		if p2, p3 := priorityOn(t, c, "2", "v100"), priorityOn(t, c, "3", "v100"); p2 <= p3 {
+			t.Fatalf("priorities on v100: two-GPU job %v, one-GPU job %v: the test needs the first higher", p2, p3)
+		}
+		heldPair := held(2, heavy)
 		heldPair.GPUs = 2
 		now := epoch.Add(time.Minute)
 		out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), five, heldPair, held(3, tag)), now)
@@ -134,4 +158,71 @@ func TestRefillOrderAndFit(t *testing.T) {
 			t.Errorf("the one-GPU job: %q", got)
 		}
 	})
+}
+
+func priorityOn(t *testing.T, c *Core, id, gpuType string) float64 {
+	t.Helper()
+	st, err := c.mech.State(id, gpuType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Priority
+}
+
+// A held job with shares of two types that both freed GPUs starts once,
+// on the type where its priority is highest.
+func TestRefillStartsAJobOnce(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 1), node("b1", "k80", 1, 1)}
+	one, three := running(1, tag, "a1", "v100", 0), running(3, tag, "b1", "k80", 0)
+	c.Step(snapshot(t, epoch, nodes, one, three, pending(2, tag)), epoch, c.Solve)
+	pv, pk := priorityOn(t, c, "2", "v100"), priorityOn(t, c, "2", "k80")
+	if pv <= 0 || pk <= 0 {
+		t.Fatalf("job 2's priorities v100 %v, k80 %v: the test needs shares of both", pv, pk)
+	}
+	want := map[string]bool{}
+	for typ, p := range map[string]float64{"v100": pv, "k80": pk} {
+		if p == max(pv, pk) {
+			want["set-constraints:"+typ+",release,set-priority"] = true
+		}
+	}
+	now := epoch.Add(time.Minute)
+	free := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
+	out := c.Graces(snapshot(t, now, free, done(one), done(three), held(2, tag)), now)
+	if got := actionsOf(out, 2); !want[got] {
+		t.Errorf("job 2: %q, want one start on its best type (priorities v100 %v, k80 %v)", got, pv, pk)
+	}
+}
+
+// A running job the round moves to another type keeps its claim on that
+// type through its grace period: the idle GPU there is not refilled.
+func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
+	set := refillSettings()
+	set.MinRunTime, set.DefaultGrace = 0, time.Minute
+	c := newCore(t, set)
+	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
+	x := running(1, tag, "b1", "k80", 0)
+	x.StartTime = epoch
+	c.Step(snapshot(t, epoch, nodes, x), epoch, c.Solve)
+	now := epoch.Add(20 * time.Second)
+	r2 := c.Step(snapshot(t, now, nodes, x, pending(2, tag), pending(3, tag)), now, c.Solve)
+	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
+		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
+	}
+	jobs := []bridge.Job{x}
+	for _, id := range []bridge.JobID{2, 3} {
+		j := held(id, tag)
+		if acts := actionsOf(r2.Actions, id); acts != "hold" {
+			j = pending(id, tag)
+			j.Constraints, j.Priority, j.Reason = "k80", RunPriority, "Resources"
+		}
+		jobs = append(jobs, j)
+	}
+	at := now.Add(30 * time.Second)
+	out := c.Graces(snapshot(t, at, nodes, jobs...), at)
+	for _, id := range []bridge.JobID{2, 3} {
+		if got := actionsOf(out, id); got != "" {
+			t.Errorf("job %d: %q while job 1 waits out its grace period to move to the v100", id, got)
+		}
+	}
 }

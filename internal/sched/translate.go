@@ -187,10 +187,10 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	return out
 }
 
-// NextGraceEnd is when the daemon must look at preempted jobs next (a
-// grace period ends, a requeued job is due a recheck, or, while a
-// preemption is in progress, the next poll after now); zero when nothing
-// is due.
+// NextGraceEnd is when the daemon must look between rounds next: a grace
+// period ends, a requeued job is due a recheck, or the next poll after now
+// (while a preemption is in progress, for waiting trial-and-error jobs,
+// and for GPUs to refill); zero when nothing is due.
 func (c *Core) NextGraceEnd(now time.Time) time.Time {
 	next := c.NextDeadline()
 	if te := c.set.TrialAndError; te.Enabled && te.Poll > 0 {

@@ -374,6 +374,11 @@ func (r *run) round() error {
 	if res.Skipped != "" && res.SkipCause != "no_nodes" {
 		return fmt.Errorf("stepsim: round %d skipped: %s", res.Round, res.Skipped)
 	}
+	if res.Fallback != "" {
+		// The daemon goes on with the stand-in's shares; a simulation of
+		// the policy must not report results it did not produce.
+		return fmt.Errorf("stepsim: round %d: the policy failed: %s", res.Round, res.Fallback)
+	}
 	r.apply(res.Actions)
 	return nil
 }

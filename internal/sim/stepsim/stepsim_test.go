@@ -2,6 +2,7 @@ package stepsim
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,19 @@ func TestRefillUsesGPUsFreedBetweenRounds(t *testing.T) {
 		if res.JobsMeasured != 2 || !near(res.AvgJCT, tc.want, 1) {
 			t.Errorf("refill poll %v: %d jobs, avg JCT %.1f s, want %.1f s", tc.poll, res.JobsMeasured, res.AvgJCT, tc.want)
 		}
+	}
+}
+
+// A policy that fails stops the simulation with the policy's error: the
+// daemon would go on with the stand-in's shares, but results under the
+// policy's name must be the policy's.
+func TestAFailingPolicyStopsTheSimulation(t *testing.T) {
+	cfg := config(t, map[string]int{"v100": 1})
+	// A cost policy on a cluster without prices fails on every problem.
+	cfg.Policy = "max_sum_throughput_normalized_by_cost_perf"
+	_, err := Run(cfg, sim.Jobs{wjob("one", 100, 0)}.Source())
+	t.Logf("err: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "the policy failed") {
+		t.Errorf("err = %v, want the policy's failure", err)
 	}
 }
