@@ -464,7 +464,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
-		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll,
+		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()

@@ -229,6 +229,11 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	if err := policy.CheckDaemonSupport(set.Policy); err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
 	}
+	if pol.Traits().Objective == policy.ObjectiveStepsPerCost && len(set.CostPerGPUHour) == 0 {
+		// It would fail on every problem, and every round would run on
+		// the stand-in's equal shares.
+		return nil, fmt.Errorf("scheduler.policy: %s buys steps per cost: set cluster.cost_per_gpu_hour for every GPU type", set.Policy)
+	}
 	if set.Instance < 0 || set.Instance >= instanceMarks {
 		return nil, fmt.Errorf("instance %d: must be in 0..%d", set.Instance, instanceMarks-1)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
@@ -162,5 +163,23 @@ func TestAFailedPolicyIsRetriedAtTheNextResetWithGavelsMechanism(t *testing.T) {
 	at = at.Add(time.Minute)
 	if res := c.Step(snapshot(t, at, nodes, done(one), done(two)), at, c.Solve); res.Fallback != "" || res.View.AllocationFallback != "" {
 		t.Errorf("no job left: fallback %q still reported", res.Fallback)
+	}
+}
+
+// A cost policy without prices would fail on every problem: the core
+// refuses it at start instead of running every round on the stand-in.
+func TestACostPolicyNeedsPrices(t *testing.T) {
+	set := settings()
+	set.Policy = "max_sum_throughput_normalized_by_cost_perf"
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewCore(set, TableEstimator{Table: table}); err == nil || !strings.Contains(err.Error(), "cost_per_gpu_hour") {
+		t.Errorf("NewCore without prices: %v", err)
+	}
+	set.CostPerGPUHour = map[string]float64{"v100": 2.48}
+	if _, err := NewCore(set, TableEstimator{Table: table}); err != nil {
+		t.Errorf("NewCore with prices: %v", err)
 	}
 }

@@ -53,6 +53,9 @@ type Config struct {
 	Script  fake.SignalResponse
 	// MinRunTime is the daemon's scheduler.min_run_time.
 	MinRunTime time.Duration
+	// Costs is the daemon's cluster.cost_per_gpu_hour (for the cost
+	// policies).
+	Costs map[string]float64
 	// RefillPoll is the daemon's scheduler.refill_poll: after a job
 	// completes between rounds, the daemon's next look (every RefillPoll
 	// from the round) starts waiting jobs on the freed GPUs; 0 leaves them
@@ -170,7 +173,7 @@ func newRun(cfg Config) (*run, error) {
 		}
 		r.types = append(r.types, t)
 	}
-	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round,
+	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round, CostPerGPUHour: cfg.Costs,
 		MinResetInterval: cfg.MinResetInterval, DefaultGrace: cfg.Grace, GraceSignal: "USR1",
 		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, RefillPoll: cfg.RefillPoll, Seed: cfg.Seed, Mechanism: cfg.Mechanism}
 	core, err := sched.NewCore(set, sched.TableEstimator{Table: cfg.Table})

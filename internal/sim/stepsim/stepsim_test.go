@@ -180,11 +180,11 @@ func TestRefillUsesGPUsFreedBetweenRounds(t *testing.T) {
 // daemon would go on with the stand-in's shares, but results under the
 // policy's name must be the policy's.
 func TestAFailingPolicyStopsTheSimulation(t *testing.T) {
-	cfg := config(t, map[string]int{"v100": 1})
-	// A cost policy on a cluster without prices fails on every problem.
-	cfg.Policy = "max_sum_throughput_normalized_by_cost_perf"
+	cfg := config(t, map[string]int{"v100": 1, "k80": 1})
+	// A cost policy with no price for one of the types fails on every
+	// problem.
+	cfg.Policy, cfg.Costs = "max_sum_throughput_normalized_by_cost_perf", map[string]float64{"v100": 2.48}
 	_, err := Run(cfg, sim.Jobs{wjob("one", 100, 0)}.Source())
-	t.Logf("err: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "the policy failed") {
 		t.Errorf("err = %v, want the policy's failure", err)
 	}
