@@ -343,7 +343,11 @@ func (d *Daemon) republish(snap *bridge.Snapshot) {
 	if last.Round.Number == 0 || last.Round.Standby {
 		return // no round published yet
 	}
-	st := statusDoc(d.Core.Refresh(snap, last.Round.Started))
+	v, ok := d.Core.Refresh(snap, last.Round.Started)
+	if !ok {
+		return
+	}
+	st := statusDoc(v)
 	st.Round = last.Round
 	d.Board.Publish(st, d.Board.Allocation())
 	if d.Metrics != nil {
@@ -409,6 +413,13 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		}
 	}
 	b.perJob(ctx, order, byJob)
+	var missed []Action
+	for i, o := range b.outcomes {
+		if o.Err != "" {
+			missed = append(missed, actions[i])
+		}
+	}
+	d.Core.NotApplied(missed)
 	if err := d.journal.Settle(b.outcomes, d.Clock.Now()); err != nil {
 		// The entries stay pending; the next round's reconciliation
 		// finds their effects in Slurm and settles them.

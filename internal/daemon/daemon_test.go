@@ -1039,3 +1039,34 @@ func findStatus(t *testing.T, st api.Status, id bridge.JobID) api.JobStatus {
 	t.Fatalf("job %v not in status", id)
 	return api.JobStatus{}
 }
+
+// A release Slurm refuses leaves the hold the daemon's: the next look
+// releases the job again once Slurm takes it, instead of taking the hold
+// for an admin's and leaving the job held for good.
+func TestAFailedReleaseIsSentAgain(t *testing.T) {
+	set := settings()
+	set.Round, set.RefillPoll, set.DefaultPreempt = 10*time.Minute, 30*time.Second, bridge.PreemptNever
+	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
+	first, second := h.submit(resnet, 1), h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	running, waiting := first, second
+	if h.job(first).Held {
+		running, waiting = second, first
+	}
+	h.clock.now = h.clock.now.Add(40 * time.Second)
+	if err := h.slurm.Finish(running, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	h.slurm.FailActions(fake.FailKind(bridge.ActRelease, errors.New("slurmctld busy")))
+	h.d.RunGraces(context.Background())
+	if !h.job(waiting).Held {
+		t.Fatal("the release went through although Slurm refused it")
+	}
+	h.slurm.FailActions(nil)
+	h.clock.now = h.clock.now.Add(30 * time.Second)
+	h.d.RunGraces(context.Background())
+	if h.job(waiting).Held {
+		t.Errorf("the waiting job is still held after Slurm took releases again")
+	}
+}

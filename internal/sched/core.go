@@ -191,7 +191,7 @@ type Core struct {
 	foreignRounds int
 	// undo holds every job's ledger as it was before the last Step or
 	// Graces, for Abandon.
-	undo map[string]ledger
+	undo map[string]undoEntry
 	// mixes are the mixes of GPU types chosen this round for waiting
 	// mixed=ok jobs, by job id (mixed.go).
 	mixes map[string]mixChoice
@@ -229,10 +229,14 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	if err := policy.CheckDaemonSupport(set.Policy); err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
 	}
-	if pol.Traits().Objective == policy.ObjectiveStepsPerCost && len(set.CostPerGPUHour) == 0 {
-		// It would fail on every problem, and every round would run on
-		// the stand-in's equal shares.
-		return nil, fmt.Errorf("scheduler.policy: %s buys steps per cost: set cluster.cost_per_gpu_hour for every GPU type", set.Policy)
+	if pol.Traits().Objective == policy.ObjectiveStepsPerCost {
+		// Without a positive price for every type the policy fails on
+		// every problem, and every round would run on the stand-in's
+		// equal shares. (A type found on nodes later without a price
+		// makes it fail then, and status says which.)
+		if err := checkPrices(set); err != nil {
+			return nil, fmt.Errorf("scheduler.policy: %s buys steps per cost: %w", set.Policy, err)
+		}
 	}
 	if set.Instance < 0 || set.Instance >= instanceMarks {
 		return nil, fmt.Errorf("instance %d: must be in 0..%d", set.Instance, instanceMarks-1)
@@ -257,6 +261,25 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 		teWaits: map[string]teWait{},
 		teTried: map[string]bool{},
 	}, nil
+}
+
+// checkPrices asks a positive price of every configured GPU type, and of
+// at least one type when the types are found on the nodes.
+func checkPrices(set Settings) error {
+	if len(set.CostPerGPUHour) == 0 {
+		return fmt.Errorf("set cluster.cost_per_gpu_hour for every GPU type")
+	}
+	for _, t := range set.GPUTypes {
+		if _, ok := set.CostPerGPUHour[t]; !ok {
+			return fmt.Errorf("cluster.cost_per_gpu_hour has no price for %s", t)
+		}
+	}
+	for _, t := range sortedKeys(set.CostPerGPUHour) {
+		if v := set.CostPerGPUHour[t]; !(v > 0) {
+			return fmt.Errorf("cluster.cost_per_gpu_hour.%s is %v: prices must be positive", t, v)
+		}
+	}
+	return nil
 }
 
 // seconds is the mechanism's clock: seconds since the Unix epoch.

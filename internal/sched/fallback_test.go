@@ -183,3 +183,27 @@ func TestACostPolicyNeedsPrices(t *testing.T) {
 		t.Errorf("NewCore with prices: %v", err)
 	}
 }
+
+// Prices a cost policy cannot work with are refused at start too: a
+// configured type without one, a price that is not positive.
+func TestACostPolicyNeedsPositivePricesForEveryType(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		types []string
+		costs map[string]float64
+		ok    bool
+	}{
+		"every type priced": {types: []string{"v100", "k80"}, costs: map[string]float64{"v100": 2.48, "k80": 0.45}, ok: true},
+		"a type unpriced":   {types: []string{"v100", "k80"}, costs: map[string]float64{"v100": 2.48}},
+		"a zero price":      {costs: map[string]float64{"v100": 0}},
+	} {
+		set := settings()
+		set.Policy, set.GPUTypes, set.CostPerGPUHour = "max_sum_throughput_normalized_by_cost_perf", tc.types, tc.costs
+		if _, err := NewCore(set, TableEstimator{Table: table}); (err == nil) != tc.ok {
+			t.Errorf("%s: NewCore error %v, want ok %v", name, err, tc.ok)
+		}
+	}
+}

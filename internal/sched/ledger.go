@@ -267,21 +267,47 @@ func (c *Core) graceStatus(js *jobState) string {
 
 // saveLedgers keeps every job's ledger for Abandon.
 func (c *Core) saveLedgers() {
-	c.undo = make(map[string]ledger, len(c.jobs))
+	c.undo = make(map[string]undoEntry, len(c.jobs))
 	for id, js := range c.jobs {
-		c.undo[id] = js.ledger
+		c.undo[id] = undoEntry{ledger: js.ledger, decision: js.decision, reason: js.reason}
 	}
 	c.undoTE = maps.Clone(c.teWaits)
 	c.undoTried = maps.Clone(c.teTried)
+}
+
+// undoEntry is a job's ledger and status line before a Step or Graces.
+type undoEntry struct {
+	ledger
+	decision, reason string
+}
+
+// NotApplied takes back what the step recorded of actions Slurm did not
+// carry out (they failed, or were not sent after an earlier failure for
+// the same job): a release that did not land leaves the hold the
+// daemon's, so the next look releases it again rather than taking it for
+// an admin's; a hold or requeue-hold that did not land owns no hold.
+func (c *Core) NotApplied(actions []Action) {
+	for _, a := range actions {
+		js := c.jobs[a.Job.String()]
+		if js == nil {
+			continue
+		}
+		switch a.Kind {
+		case bridge.ActRelease:
+			js.heldByDaemon = true
+		case bridge.ActHold, bridge.ActRequeueHold:
+			js.heldByDaemon = false
+		}
+	}
 }
 
 // Abandon takes back what the last Step or Graces recorded of its actions
 // (grace periods started, holds owned, requeues sent) when those actions
 // could not be journaled and so were not sent.
 func (c *Core) Abandon() {
-	for id, l := range c.undo {
+	for id, u := range c.undo {
 		if js := c.jobs[id]; js != nil {
-			js.ledger = l
+			js.ledger, js.decision, js.reason = u.ledger, u.decision, u.reason
 		}
 	}
 	c.undo = nil

@@ -53,18 +53,33 @@ func slurmWillStart(j bridge.Job) bool {
 	return j.Priority >= RunPriority
 }
 
+// holdsAny reports whether some managed job is held by the daemon: the
+// only jobs a refill could start.
+func (c *Core) holdsAny() bool {
+	for _, js := range c.jobs {
+		if js.heldByDaemon {
+			return true
+		}
+	}
+	return false
+}
+
 // refill starts held jobs on GPUs freed since the round (see above).
 // Every held job with a share of a type that has free GPUs is a
 // candidate there; the candidates are taken highest priority first, each
 // job at most once (on the first type it fits of its best ones), so that
 // a job with shares of two types that both freed GPUs starts on the one
 // where it stands highest.
-func (c *Core) refill(snap *bridge.Snapshot, now time.Time) []Action {
+//
+// earlier are the actions this look decided before (requeues, TE jobs):
+// the jobs they make eligible are about to take GPUs the snapshot still
+// shows free.
+func (c *Core) refill(snap *bridge.Snapshot, now time.Time, earlier []Action) []Action {
 	if c.set.RefillPoll <= 0 || snap == nil || c.plan == nil || c.lastSkip != "" ||
 		len(c.teWaits) > 0 || c.looksPartial(snap) {
 		return nil
 	}
-	room := c.freeGPUs(snap)
+	room := c.freeGPUs(snap, earlier)
 	if room == nil {
 		return nil
 	}
@@ -202,7 +217,7 @@ func (r *freeRoom) take(t string, j bridge.Job, own []string) bool {
 // chose: the GPUs of its type (of every type of its mix) are left for it.
 // A running job the round moves to another type reserves its GPUs there
 // for when its grace period ends. nil when nothing is free.
-func (c *Core) freeGPUs(snap *bridge.Snapshot) *freeRoom {
+func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 	r := &freeRoom{nodes: map[string][]*freeNode{}}
 	anyFree := false
 	for _, n := range snap.Nodes {
@@ -222,8 +237,32 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot) *freeRoom {
 			r.clear(t)
 		}
 	}
+	// Jobs the earlier actions make eligible, with the type they name.
+	starting := map[bridge.JobID]string{}
+	for _, a := range earlier {
+		switch a.Kind {
+		case bridge.ActSetConstraints:
+			starting[a.Job] = ConstraintType(a.Constraints, c.isGPUType)
+		case bridge.ActRelease, bridge.ActSetPriority, bridge.ActBeginNow:
+			if _, ok := starting[a.Job]; !ok {
+				starting[a.Job] = ""
+			}
+		}
+	}
+	for id, t := range starting {
+		j, ok := snap.Job(id)
+		if !ok {
+			continue
+		}
+		if t == "" {
+			t = cmp.Or(j.RequestedGPUType, ConstraintType(j.Constraints, c.isGPUType))
+		}
+		if t != "" {
+			reserve(t, j)
+		}
+	}
 	for _, j := range snap.Jobs {
-		if !slurmWillStart(j) {
+		if _, ok := starting[j.ID]; ok || !slurmWillStart(j) {
 			continue
 		}
 		chosen := j.Priority >= RunPriority

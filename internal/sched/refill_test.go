@@ -37,6 +37,9 @@ func TestRefillStartsTheWaitingJobOnAFreedGPU(t *testing.T) {
 	if got := actionsOf(first.Actions, 2); got != "hold" {
 		t.Fatalf("round: job 2 %q, want it held", got)
 	}
+	if next := c.NextGraceEnd(epoch); next.IsZero() || next.After(epoch.Add(30*time.Second)) {
+		t.Errorf("next look between rounds at %v, want within the refill poll while job 2 is held", next)
+	}
 	one := running(1, tag, "a1", "v100", 0)
 	one.StartTime = epoch
 	now := epoch.Add(30 * time.Second)
@@ -51,8 +54,8 @@ func TestRefillStartsTheWaitingJobOnAFreedGPU(t *testing.T) {
 	if js := c.jobs["2"]; js.decision != "run" || !strings.Contains(js.reason, "GPUs freed between rounds") || js.heldByDaemon {
 		t.Errorf("job 2: decision %q, reason %q, held by daemon %v", js.decision, js.reason, js.heldByDaemon)
 	}
-	if next := c.NextGraceEnd(now); next.IsZero() || next.After(now.Add(30*time.Second)) {
-		t.Errorf("next look between rounds at %v, want within the refill poll", next)
+	if next := c.NextGraceEnd(now); !next.IsZero() {
+		t.Errorf("next look between rounds at %v: no job is held any more, so none is due", next)
 	}
 }
 
@@ -224,5 +227,95 @@ func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
 		if got := actionsOf(out, id); got != "" {
 			t.Errorf("job %d: %q while job 1 waits out its grace period to move to the v100", id, got)
 		}
+	}
+}
+
+// A job the round moves that requeues itself during its grace period is
+// made eligible on its new type by the same look; that type's free GPU is
+// not refilled under it.
+func TestRefillLeavesAJobThatRequeuedItselfItsTarget(t *testing.T) {
+	set := refillSettings()
+	set.MinRunTime, set.DefaultGrace = 0, time.Minute
+	c := newCore(t, set)
+	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
+	x := running(1, tag, "b1", "k80", 0)
+	x.StartTime = epoch
+	c.Step(snapshot(t, epoch, nodes, x), epoch, c.Solve)
+	now := epoch.Add(20 * time.Second)
+	r2 := c.Step(snapshot(t, now, nodes, x, pending(2, tag), pending(3, tag)), now, c.Solve)
+	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
+		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
+	}
+	requeued := pending(1, tag)
+	requeued.Constraints, requeued.Restarts, requeued.Reason = "k80", 1, "BeginTime"
+	jobs := []bridge.Job{requeued}
+	for _, id := range []bridge.JobID{2, 3} {
+		j := held(id, tag)
+		if acts := actionsOf(r2.Actions, id); acts != "hold" {
+			j = pending(id, tag)
+			j.Constraints, j.Priority, j.Reason = "k80", RunPriority, "Resources"
+		}
+		jobs = append(jobs, j)
+	}
+	free := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
+	at := now.Add(30 * time.Second)
+	out := c.Graces(snapshot(t, at, free, jobs...), at)
+	if got := actionsOf(out, 1); !strings.Contains(got, "set-constraints:v100") {
+		t.Fatalf("job 1: %q, want it sent to the v100", got)
+	}
+	for _, id := range []bridge.JobID{2, 3} {
+		if got := actionsOf(out, id); strings.Contains(got, "v100") {
+			t.Errorf("job %d: %q on the v100 job 1 is about to take", id, got)
+		}
+	}
+}
+
+// A look whose actions could not be journaled is taken back whole: the
+// job stays the daemon's held job and its status line is the round's.
+func TestAbandonedRefillIsTakenBack(t *testing.T) {
+	c := newCore(t, refillSettings())
+	first := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag), pending(2, tag)), epoch, c.Solve)
+	if got := actionsOf(first.Actions, 2); got != "hold" {
+		t.Fatalf("round: job 2 %q, want it held", got)
+	}
+	before := *c.jobs["2"]
+	now := epoch.Add(time.Minute)
+	if out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(running(1, tag, "a1", "v100", 0)), held(2, tag)), now); actionsOf(out, 2) == "" {
+		t.Fatal("no refill to take back")
+	}
+	c.Abandon()
+	after := c.jobs["2"]
+	if !after.heldByDaemon || after.decision != before.decision || after.reason != before.reason {
+		t.Errorf("after Abandon: held by daemon %v, decision %q, reason %q; want %v, %q, %q",
+			after.heldByDaemon, after.decision, after.reason, before.heldByDaemon, before.decision, before.reason)
+	}
+}
+
+// A view refreshed between rounds shows a job that arrived since the
+// round as waiting for the next one, and none is made from a snapshot
+// that lost most managed jobs at once.
+func TestRefreshBetweenRounds(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), pending(3, tag)), epoch, c.Solve)
+	now := epoch.Add(time.Minute)
+	v, ok := c.Refresh(snapshot(t, now, nodes, pending(1, tag), held(2, tag), held(3, tag), pending(4, tag)), epoch)
+	if !ok {
+		t.Fatal("no view refreshed")
+	}
+	var late *JobView
+	for i := range v.Jobs {
+		if v.Jobs[i].Job.ID == 4 {
+			late = &v.Jobs[i]
+		}
+	}
+	if late == nil || !late.Managed || !strings.Contains(late.Reason, "arrived since the last round") {
+		t.Errorf("the job that arrived since the round: %+v", late)
+	}
+	if v.Started != epoch || v.Round != 1 {
+		t.Errorf("refreshed view of round %d started %v: want the round's own", v.Round, v.Started)
+	}
+	if _, ok := c.Refresh(snapshot(t, now, nodes, pending(4, tag)), epoch); ok {
+		t.Error("a view refreshed from a snapshot that lost every managed job")
 	}
 }

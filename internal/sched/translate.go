@@ -182,7 +182,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		out = append(out, c.advance(js, j, now, true)...)
 	}
 	out = append(out, c.trialAndError(snap, now)...)
-	out = append(out, c.refill(snap, now)...)
+	out = append(out, c.refill(snap, now, out)...)
 	c.noteHolds(out)
 	return out
 }
@@ -199,8 +199,9 @@ func (c *Core) NextGraceEnd(now time.Time) time.Time {
 			next = poll
 		}
 	}
-	if c.set.RefillPoll > 0 {
-		// Freed GPUs are looked for between rounds.
+	if c.set.RefillPoll > 0 && c.holdsAny() {
+		// Freed GPUs are looked for between rounds, while a job waits
+		// on a hold of the daemon's to start on them.
 		if poll := now.Add(c.set.RefillPoll); next.IsZero() || poll.Before(next) {
 			next = poll
 		}

@@ -118,9 +118,14 @@ func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
 // newer snapshot: what status shows after the checks between rounds acted
 // (a job started on freed GPUs, room made for a trial-and-error job), so
 // that it does not show the round's stale decisions until the next one.
-func (c *Core) Refresh(snap *bridge.Snapshot, started time.Time) View {
+// It reports false for a snapshot that lost many managed jobs at once,
+// which must not replace the round's view.
+func (c *Core) Refresh(snap *bridge.Snapshot, started time.Time) (View, bool) {
+	if snap == nil || c.looksPartial(snap) {
+		return View{}, false
+	}
 	res := Result{Round: c.round, Skipped: c.lastSkip}
-	return c.view(snap, started, &res)
+	return c.view(snap, started, &res), true
 }
 
 // view builds the status view of the round in res.
@@ -167,6 +172,9 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 		switch ok, why := c.eligible(j); {
 		case !ok:
 			jv.Reason = why
+		case s == nil:
+			// Only in a view refreshed between rounds: it arrived since.
+			jv.Managed, jv.Reason = true, "arrived since the last round: the next round schedules it"
 		case s != nil && s.heldBy != "" && j.Held:
 			jv.Managed, jv.Model, jv.Reason = true, s.model, s.heldBy
 			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
