@@ -995,12 +995,14 @@ func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
 	}
 }
 
-// A job that ends mid-round frees its GPU; the check between rounds starts
-// the held job there, and status shows it at once, not a round later.
-func TestRefillBetweenRoundsIsShownInStatus(t *testing.T) {
+// freedGPU is a one-GPU cluster after a round that ran one job and held
+// the other, 40 s later, when the running one has just finished: its GPU
+// is free for the check between rounds to refill.
+func freedGPU(t *testing.T) (h *harness, waiting bridge.JobID) {
+	t.Helper()
 	set := settings()
 	set.Round, set.RefillPoll, set.DefaultPreempt = 10*time.Minute, 30*time.Second, bridge.PreemptNever
-	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
+	h = newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
 	first, second := h.submit(resnet, 1), h.submit(resnet, 1)
 	h.d.RunRound(context.Background())
 	h.startChosen()
@@ -1015,6 +1017,13 @@ func TestRefillBetweenRoundsIsShownInStatus(t *testing.T) {
 	if err := h.slurm.Finish(running, bridge.JobCompleted); err != nil {
 		t.Fatal(err)
 	}
+	return h, waiting
+}
+
+// A job that ends mid-round frees its GPU; the check between rounds starts
+// the held job there, and status shows it at once, not a round later.
+func TestRefillBetweenRoundsIsShownInStatus(t *testing.T) {
+	h, waiting := freedGPU(t)
 	h.d.RunGraces(context.Background())
 	if h.job(waiting).Held {
 		t.Fatalf("the waiting job is still held after its GPU was freed")
@@ -1044,20 +1053,7 @@ func findStatus(t *testing.T, st api.Status, id bridge.JobID) api.JobStatus {
 // releases the job again once Slurm takes it, instead of taking the hold
 // for an admin's and leaving the job held for good.
 func TestAFailedReleaseIsSentAgain(t *testing.T) {
-	set := settings()
-	set.Round, set.RefillPoll, set.DefaultPreempt = 10*time.Minute, 30*time.Second, bridge.PreemptNever
-	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
-	first, second := h.submit(resnet, 1), h.submit(resnet, 1)
-	h.d.RunRound(context.Background())
-	h.startChosen()
-	running, waiting := first, second
-	if h.job(first).Held {
-		running, waiting = second, first
-	}
-	h.clock.now = h.clock.now.Add(40 * time.Second)
-	if err := h.slurm.Finish(running, bridge.JobCompleted); err != nil {
-		t.Fatal(err)
-	}
+	h, waiting := freedGPU(t)
 	h.slurm.FailActions(fake.FailKind(bridge.ActRelease, errors.New("slurmctld busy")))
 	h.d.RunGraces(context.Background())
 	if !h.job(waiting).Held {

@@ -198,75 +198,54 @@ func TestRefillStartsAJobOnce(t *testing.T) {
 }
 
 // A running job the round moves to another type keeps its claim on that
-// type through its grace period: the idle GPU there is not refilled.
+// type: the idle GPU there is not refilled while the job waits out its
+// grace period, nor when it requeued itself and the same look makes it
+// eligible on its new type.
 func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
-	set := refillSettings()
-	set.MinRunTime, set.DefaultGrace = 0, time.Minute
-	c := newCore(t, set)
-	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-	x := running(1, tag, "b1", "k80", 0)
-	x.StartTime = epoch
-	c.Step(snapshot(t, epoch, nodes, x), epoch, c.Solve)
-	now := epoch.Add(20 * time.Second)
-	r2 := c.Step(snapshot(t, now, nodes, x, pending(2, tag), pending(3, tag)), now, c.Solve)
-	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
-		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
-	}
-	jobs := []bridge.Job{x}
-	for _, id := range []bridge.JobID{2, 3} {
-		j := held(id, tag)
-		if acts := actionsOf(r2.Actions, id); acts != "hold" {
-			j = pending(id, tag)
-			j.Constraints, j.Priority, j.Reason = "k80", RunPriority, "Resources"
-		}
-		jobs = append(jobs, j)
-	}
-	at := now.Add(30 * time.Second)
-	out := c.Graces(snapshot(t, at, nodes, jobs...), at)
-	for _, id := range []bridge.JobID{2, 3} {
-		if got := actionsOf(out, id); got != "" {
-			t.Errorf("job %d: %q while job 1 waits out its grace period to move to the v100", id, got)
-		}
-	}
-}
-
-// A job the round moves that requeues itself during its grace period is
-// made eligible on its new type by the same look; that type's free GPU is
-// not refilled under it.
-func TestRefillLeavesAJobThatRequeuedItselfItsTarget(t *testing.T) {
-	set := refillSettings()
-	set.MinRunTime, set.DefaultGrace = 0, time.Minute
-	c := newCore(t, set)
-	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-	x := running(1, tag, "b1", "k80", 0)
-	x.StartTime = epoch
-	c.Step(snapshot(t, epoch, nodes, x), epoch, c.Solve)
-	now := epoch.Add(20 * time.Second)
-	r2 := c.Step(snapshot(t, now, nodes, x, pending(2, tag), pending(3, tag)), now, c.Solve)
-	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
-		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
-	}
+	moved := running(1, tag, "b1", "k80", 0)
+	moved.StartTime = epoch
 	requeued := pending(1, tag)
 	requeued.Constraints, requeued.Restarts, requeued.Reason = "k80", 1, "BeginTime"
-	jobs := []bridge.Job{requeued}
-	for _, id := range []bridge.JobID{2, 3} {
-		j := held(id, tag)
-		if acts := actionsOf(r2.Actions, id); acts != "hold" {
-			j = pending(id, tag)
-			j.Constraints, j.Priority, j.Reason = "k80", RunPriority, "Resources"
-		}
-		jobs = append(jobs, j)
-	}
-	free := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
-	at := now.Add(30 * time.Second)
-	out := c.Graces(snapshot(t, at, free, jobs...), at)
-	if got := actionsOf(out, 1); !strings.Contains(got, "set-constraints:v100") {
-		t.Fatalf("job 1: %q, want it sent to the v100", got)
-	}
-	for _, id := range []bridge.JobID{2, 3} {
-		if got := actionsOf(out, id); strings.Contains(got, "v100") {
-			t.Errorf("job %d: %q on the v100 job 1 is about to take", id, got)
-		}
+	for name, tc := range map[string]struct {
+		job     bridge.Job // job 1 as Slurm shows it at the look
+		k80Used int
+		want1   string // part of job 1's actions
+	}{
+		"in its grace period": {job: moved, k80Used: 1},
+		"requeued itself":     {job: requeued, want1: "set-constraints:v100"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := refillSettings()
+			set.MinRunTime, set.DefaultGrace = 0, time.Minute
+			c := newCore(t, set)
+			nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
+			c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
+			now := epoch.Add(20 * time.Second)
+			r2 := c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
+			if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
+				t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
+			}
+			jobs := []bridge.Job{tc.job}
+			for _, id := range []bridge.JobID{2, 3} {
+				j := held(id, tag)
+				if acts := actionsOf(r2.Actions, id); acts != "hold" {
+					j = pending(id, tag)
+					j.Constraints, j.Priority, j.Reason = "k80", RunPriority, "Resources"
+				}
+				jobs = append(jobs, j)
+			}
+			at := now.Add(30 * time.Second)
+			look := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, tc.k80Used)}
+			out := c.Graces(snapshot(t, at, look, jobs...), at)
+			if got := actionsOf(out, 1); !strings.Contains(got, tc.want1) {
+				t.Fatalf("job 1: %q, want %q in it", got, tc.want1)
+			}
+			for _, id := range []bridge.JobID{2, 3} {
+				if got := actionsOf(out, id); strings.Contains(got, "v100") {
+					t.Errorf("job %d: %q on the v100 job 1 is to restart on", id, got)
+				}
+			}
+		})
 	}
 }
 
