@@ -156,6 +156,10 @@ type Core struct {
 	// fallback is why the allocation in use is the stand-in policy's
 	// ("" when it is the configured policy's own).
 	fallback string
+	// failures counts the policy's failures in a row; retryAt is when the
+	// policy is asked again without an event of its own (fallback.go).
+	failures int
+	retryAt  time.Time
 	// standIn computes the allocation when the configured policy fails.
 	standIn policy.Policy
 	plan    *rounds.Plan
@@ -368,6 +372,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	c.account(snap, now)
 
+	if c.fallback != "" && !now.Before(c.retryAt) {
+		c.mech.NoteEvent(rounds.EventOther) // time to ask the failed policy again
+	}
 	if c.mech.NeedsReset(nowS) && c.mech.Len() > 0 {
 		if err := c.reallocate(snap, now, solve); err != nil {
 			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
@@ -377,7 +384,7 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		res.Solved = true
 	}
 	if c.mech.Len() == 0 {
-		c.fallback = "" // no jobs, no allocation to stand in for
+		c.fallback, c.failures = "", 0 // no jobs, no allocation to stand in for
 	}
 	res.Fallback = c.fallback
 

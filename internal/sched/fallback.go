@@ -7,7 +7,6 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/policy"
-	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 // StandInPolicy computes the allocation of a round whose configured policy
@@ -26,9 +25,9 @@ const StandInPolicy = "isolated"
 // same jobs give the same problem: held jobs would stay held and freed GPUs
 // idle until those jobs left, so one job could stall the cluster. Instead
 // the stand-in's allocation is used for the round, the failure is kept for
-// status, and the mechanism is told to ask for an allocation again, so the
-// configured policy is tried at the mechanism's next chance (the next
-// round with the improved mechanism, the next reset with Gavel's) and takes
+// status, and the configured policy is asked again at the next round (or
+// reset, with Gavel's mechanism), then at longer intervals while it keeps
+// failing (retryDelay), and at once when jobs arrive or finish; it takes
 // over as soon as it succeeds. Only when the stand-in fails too is the
 // error returned and the round skipped.
 func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) error {
@@ -36,7 +35,7 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 	alloc, err := guardedSolve(solve, c.problem(snap, now))
 	if err == nil {
 		if err = c.mech.SetAllocation(alloc, nowS); err == nil {
-			c.allocation, c.allocationComputed, c.fallback = alloc, now, ""
+			c.allocation, c.allocationComputed, c.fallback, c.failures = alloc, now, "", 0
 			return nil
 		}
 	}
@@ -59,9 +58,27 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 	if err != nil {
 		return fmt.Errorf("%w (and the stand-in %s: %v)", failed, StandInPolicy, err)
 	}
-	c.mech.NoteEvent(rounds.EventOther)
+	c.failures++
+	c.retryAt = now.Add(retryDelay(c.set.Round, c.failures))
 	c.allocation, c.allocationComputed, c.fallback = alloc, now, failed.Error()
 	return nil
+}
+
+// maxRetryDelay bounds the wait between two attempts of a failing policy.
+const maxRetryDelay = 30 * time.Minute
+
+// retryDelay is how long after its n-th failure in a row the policy is
+// asked again when nothing else asks for an allocation: the next round
+// after the first failure, then twice as long after each one, up to
+// maxRetryDelay, so that a policy that fails slowly (a search that gives
+// up after hundreds of LPs) does not cost its time every round. Arrivals
+// and completions still ask it at once: the problem changed.
+func retryDelay(round time.Duration, n int) time.Duration {
+	d := round
+	for i := 1; i < n && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryDelay)
 }
 
 // guardedSolve calls solve, turning a panic into an error (Core.Solve

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +206,38 @@ func TestACostPolicyNeedsPositivePricesForEveryType(t *testing.T) {
 		if _, err := NewCore(set, TableEstimator{Table: table}); (err == nil) != tc.ok {
 			t.Errorf("%s: NewCore error %v, want ok %v", name, err, tc.ok)
 		}
+	}
+}
+
+// A policy that keeps failing is asked again after one round, then after
+// twice as long each time (up to maxRetryDelay), not every round: one that
+// fails slowly would cost its time at every round.
+func TestAFailingPolicyIsAskedAgainLessAndLessOften(t *testing.T) {
+	set := settings()
+	set.Mechanism = rounds.VariantImproved
+	c := newCore(t, set)
+	broken := &brokenPolicy{Policy: c.pol}
+	c.pol = broken
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	c.Step(snapshot(t, epoch, nodes, pending(1, tag)), epoch, c.Solve)
+	one := running(1, tag, "a1", "v100", 0)
+	one.StartTime = epoch
+	busy := []bridge.Node{node("a1", "v100", 1, 1)}
+	var askedAt []time.Duration
+	for r := 1; r <= 8; r++ {
+		at := epoch.Add(time.Duration(r) * set.Round)
+		before := broken.calls
+		c.Step(snapshot(t, at, busy, one), at, c.Solve)
+		if broken.calls > before {
+			askedAt = append(askedAt, at.Sub(epoch))
+		}
+	}
+	// Failures at 0 s (first), then 20 s (+1 round), 60 s (+2), 140 s (+4).
+	want := []time.Duration{20 * time.Second, 60 * time.Second, 140 * time.Second}
+	if !slices.Equal(askedAt, want) {
+		t.Errorf("asked again at %v, want %v", askedAt, want)
+	}
+	if got := retryDelay(set.Round, 20); got != maxRetryDelay {
+		t.Errorf("retry delay after 20 failures %v, want the cap %v", got, maxRetryDelay)
 	}
 }
