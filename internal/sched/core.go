@@ -447,13 +447,8 @@ func (c *Core) Solve(p *policy.Problem) (*policy.Allocation, error) {
 // error: a policy that breaks on some problem must cost the daemon that
 // allocation, not its life (a daemon restarted on the same jobs would only
 // break again).
-func allocateWith(pol policy.Policy, p *policy.Problem) (a *policy.Allocation, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			a, err = nil, &panicError{what: fmt.Sprintf("%s: panic: %v", pol.Name(), r), site: panicSite()}
-		}
-	}()
-	a, err = pol.Allocate(p)
+func allocateWith(pol policy.Policy, p *policy.Problem) (*policy.Allocation, error) {
+	a, err := guardedSolve(pol.Allocate, p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.Name(), err)
 	}

@@ -32,7 +32,8 @@ const StandInPolicy = "isolated"
 // error returned and the round skipped.
 func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) error {
 	nowS := seconds(now)
-	alloc, err := guardedSolve(solve, c.problem(snap, now))
+	problem := c.problem(snap, now)
+	alloc, err := guardedSolve(solve, problem)
 	if err == nil {
 		if err = c.mech.SetAllocation(alloc, nowS); err == nil {
 			c.allocation, c.allocationComputed, c.fallback, c.failures = alloc, now, "", 0
@@ -49,9 +50,9 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 			c.pol = fresh
 		}
 	}
-	// The problem is built again for the stand-in rather than reusing the
-	// failed policy's.
-	alloc, err = allocateWith(c.standIn, c.problem(snap, now))
+	// Policies do not change their problem, so the stand-in takes the
+	// same one.
+	alloc, err = allocateWith(c.standIn, problem)
 	if err == nil {
 		err = c.mech.SetAllocation(alloc, nowS)
 	}
@@ -82,7 +83,7 @@ func retryDelay(round time.Duration, n int) time.Duration {
 }
 
 // guardedSolve calls solve, turning a panic into an error (Core.Solve
-// guards itself; a Solver from elsewhere may not).
+// guards itself through allocateWith; a Solver from elsewhere may not).
 func guardedSolve(solve Solver, p *policy.Problem) (a *policy.Allocation, err error) {
 	defer func() {
 		if r := recover(); r != nil {

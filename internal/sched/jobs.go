@@ -199,15 +199,27 @@ func (c *Core) noteHolds(actions []Action) {
 		if js == nil {
 			continue
 		}
-		switch a.Kind {
-		case bridge.ActHold, bridge.ActRequeueHold:
-			js.heldByDaemon = true
-		case bridge.ActRelease:
-			js.heldByDaemon = false
-		case bridge.ActSetPriority:
+		if held, changes := holdOwnership(a.Kind); changes {
+			js.heldByDaemon = held
+		}
+		if a.Kind == bridge.ActSetPriority {
 			js.marked = true
 		}
 	}
+}
+
+// holdOwnership says what an action of kind k does to the daemon's own
+// hold on its job once Slurm carries it out: a hold or requeue-hold makes
+// the job held by the daemon, a release ends that; other kinds change
+// nothing (changes false).
+func holdOwnership(k bridge.ActionKind) (held, changes bool) {
+	switch k {
+	case bridge.ActHold, bridge.ActRequeueHold:
+		return true, true
+	case bridge.ActRelease:
+		return false, true
+	}
+	return false, false
 }
 
 // RestoreJournal replays the journaled actions that the persisted records

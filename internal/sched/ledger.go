@@ -292,11 +292,8 @@ func (c *Core) NotApplied(actions []Action) {
 		if js == nil {
 			continue
 		}
-		switch a.Kind {
-		case bridge.ActRelease:
-			js.heldByDaemon = true
-		case bridge.ActHold, bridge.ActRequeueHold:
-			js.heldByDaemon = false
+		if held, changes := holdOwnership(a.Kind); changes {
+			js.heldByDaemon = !held // as it was before the action
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -41,11 +42,7 @@ func panicSite() string {
 	}
 }
 
+// shortFile is a source path's package folder and file name.
 func shortFile(path string) string {
-	if i := strings.LastIndex(path, "/"); i >= 0 {
-		if j := strings.LastIndex(path[:i], "/"); j >= 0 {
-			return path[j+1:]
-		}
-	}
-	return path
+	return filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path))
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -74,7 +73,7 @@ func (c *Core) holdsAny() bool {
 // earlier are the actions this look decided before (requeues, TE jobs):
 // the jobs they make eligible are about to take GPUs the snapshot still
 // shows free.
-func (c *Core) refill(snap *bridge.Snapshot, now time.Time, earlier []Action) []Action {
+func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 	if c.set.RefillPoll <= 0 || snap == nil || c.plan == nil || c.lastSkip != "" ||
 		len(c.teWaits) > 0 || c.looksPartial(snap) {
 		return nil
@@ -125,8 +124,7 @@ func (c *Core) refill(snap *bridge.Snapshot, now time.Time, earlier []Action) []
 		if started[cand.js.id] || room.total(t) == 0 {
 			continue
 		}
-		own, ok := ownFeatures(cand.job.Constraints, c.isGPUType)
-		if !ok || !room.take(t, cand.job, own) {
+		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
 		}
 		started[cand.js.id] = true
@@ -232,8 +230,7 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		return nil
 	}
 	reserve := func(t string, j bridge.Job) {
-		own, _ := ownFeatures(j.Constraints, c.isGPUType)
-		if !r.take(t, j, own) {
+		if !c.claim(r, t, j) {
 			r.clear(t)
 		}
 	}
@@ -254,10 +251,7 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		if !ok {
 			continue
 		}
-		if t == "" {
-			t = cmp.Or(j.RequestedGPUType, ConstraintType(j.Constraints, c.isGPUType))
-		}
-		if t != "" {
+		if t = cmp.Or(t, c.requestedType(j)); t != "" {
 			reserve(t, j)
 		}
 	}
@@ -266,16 +260,12 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			continue
 		}
 		chosen := j.Priority >= RunPriority
-		t := j.RequestedGPUType
-		if t == "" {
-			t = ConstraintType(j.Constraints, c.isGPUType)
-		}
+		t := c.requestedType(j)
 		switch {
 		case t != "" && chosen:
 			reserve(t, j)
 		case t != "":
-			own, _ := ownFeatures(j.Constraints, c.isGPUType)
-			r.take(t, j, own)
+			c.claim(r, t, j)
 		case isMixConstraint(j.Constraints, c.isGPUType):
 			// Shaped for a mix of types: Slurm starts it once every part
 			// fits, so none of those types is free for others.
@@ -284,9 +274,8 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			}
 		default:
 			// Untyped: Slurm may start it on any type where it fits.
-			own, _ := ownFeatures(j.Constraints, c.isGPUType)
 			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
-				if r.take(typ, j, own) {
+				if c.claim(r, typ, j) {
 					break
 				}
 			}
@@ -302,6 +291,20 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		}
 	}
 	return r
+}
+
+// requestedType is the GPU type job j asks for: its typed request, or the
+// type its constraint names ("" for neither).
+func (c *Core) requestedType(j bridge.Job) string {
+	return cmp.Or(j.RequestedGPUType, ConstraintType(j.Constraints, c.isGPUType))
+}
+
+// claim takes room of type t for job j on nodes with every feature of its
+// own constraint (any node when the constraint cannot be read); false,
+// taking nothing, when it does not fit.
+func (c *Core) claim(r *freeRoom, t string, j bridge.Job) bool {
+	own, _ := ownFeatures(j.Constraints, c.isGPUType)
+	return r.take(t, j, own)
 }
 
 // clear leaves no GPU of type t free.

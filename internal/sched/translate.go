@@ -182,7 +182,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 		out = append(out, c.advance(js, j, now, true)...)
 	}
 	out = append(out, c.trialAndError(snap, now)...)
-	out = append(out, c.refill(snap, now, out)...)
+	out = append(out, c.refill(snap, out)...)
 	c.noteHolds(out)
 	return out
 }
