@@ -547,6 +547,10 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 	// Once one of a job's actions fails, its later ones are not resent,
 	// as apply does.
 	broken := map[bridge.JobID]bool{}
+	// The journal's replay at start took every pending action for
+	// landed; those that did not land are taken back.
+	var missed []Action
+	defer func() { d.Core.NotApplied(missed) }()
 	for _, r := range Reconcile(pending, snap) {
 		now := d.Clock.Now()
 		if r.Verdict == VerdictResend && broken[r.Action.Job] {
@@ -558,6 +562,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 			err = d.journal.MarkDone(r.Entry.Seq, now)
 		case VerdictFail:
 			broken[r.Action.Job] = true
+			missed = append(missed, r.Action)
 			err = d.journal.MarkFailed(r.Entry.Seq, r.Why, now)
 		case VerdictResend:
 			if err = d.journal.MarkResent(r.Entry.Seq, now); err != nil {
@@ -566,6 +571,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 			resent++
 			if sendErr := d.out.Apply(ctx, r.Action.Action); sendErr != nil {
 				broken[r.Action.Job] = true
+				missed = append(missed, r.Action)
 				d.count(r.Action, "failed")
 				err = d.journal.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
 			} else {

@@ -612,21 +612,50 @@ func TestReconcileVerdicts(t *testing.T) {
 		{"shape not shown", bridge.Action{Kind: bridge.ActSetShape, Job: 6, Nodes: 1, GPUs: 4, Constraints: "v100"}, 0, 1, VerdictResend},
 		{"shape of a running job", bridge.Action{Kind: bridge.ActSetShape, Job: 3, Nodes: 2, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"}, 1, 1, VerdictDone},
 	}
-	var pending []store.Entry
+	// Each entry alone: entries of one job judge each other
+	// (TestReconcileResendsWhatFollowsAResend).
 	for i, tc := range tests {
 		e := store.Entry{Seq: uint64(i + 1), Attempts: tc.attempts, State: store.Pending}
 		e.Payload = mustJSON(t, Action{Action: tc.action, Restarts: tc.restarts})
-		pending = append(pending, e)
-	}
-	pending = append(pending, store.Entry{Seq: 100, Payload: []byte(`{"kind":`)})
-	got := Reconcile(pending, snap)
-	for i, tc := range tests {
-		if got[i].Verdict != tc.want {
-			t.Errorf("%s: verdict %s (%s), want %s", tc.name, got[i].Verdict, got[i].Why, tc.want)
+		if got := Reconcile([]store.Entry{e}, snap); got[0].Verdict != tc.want {
+			t.Errorf("%s: verdict %s (%s), want %s", tc.name, got[0].Verdict, got[0].Why, tc.want)
 		}
 	}
-	if last := got[len(got)-1]; last.Verdict != VerdictFail {
-		t.Errorf("unreadable entry: %s", last.Verdict)
+	if got := Reconcile([]store.Entry{{Seq: 100, Payload: []byte(`{"kind":`)}}, snap); got[0].Verdict != VerdictFail {
+		t.Errorf("unreadable entry: %s", got[0].Verdict)
+	}
+}
+
+// TestReconcileResendsWhatFollowsAResend: a crash before a requeue chain
+// went out leaves a running job whose snapshot says nothing of what the
+// resent requeue will make of it; the chain's later actions are resent
+// after it, not judged "shown" because a running job is not held.
+func TestReconcileResendsWhatFollowsAResend(t *testing.T) {
+	snap, err := bridge.NewSnapshot(epoch, "", nil, []bridge.Job{
+		{ID: 3, State: bridge.JobRunning, Restarts: 1, Priority: RunPriority},
+		{ID: 4, State: bridge.JobRunning, Restarts: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := []Action{
+		{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: 3}, Restarts: 1},
+		{Action: bridge.Action{Kind: bridge.ActRelease, Job: 3}, Restarts: 2},
+		{Action: bridge.Action{Kind: bridge.ActSetPriority, Job: 3, Priority: RunPriority}, Restarts: 2},
+		{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: 3}, Restarts: 2},
+		{Action: bridge.Action{Kind: bridge.ActSignal, Job: 3, Signal: "USR1"}, Restarts: 2},
+		// Another job's release stays judged on what Slurm shows.
+		{Action: bridge.Action{Kind: bridge.ActRelease, Job: 4}, Restarts: 2},
+	}
+	want := []Verdict{VerdictResend, VerdictResend, VerdictResend, VerdictResend, VerdictDone, VerdictDone}
+	var pending []store.Entry
+	for i, a := range chain {
+		pending = append(pending, store.Entry{Seq: uint64(i + 1), Attempts: 1, State: store.Pending, Payload: mustJSON(t, a)})
+	}
+	for i, r := range Reconcile(pending, snap) {
+		if r.Verdict != want[i] {
+			t.Errorf("%s: verdict %s (%s), want %s", chain[i].Action.String(), r.Verdict, r.Why, want[i])
+		}
 	}
 }
 

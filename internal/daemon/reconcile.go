@@ -40,6 +40,11 @@ const maxAttempts = 2
 // effect. It is pure: the caller marks the entries and resends.
 func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
 	out := make([]Reconciliation, 0, len(pending))
+	// resending holds the jobs with an action resent earlier in this
+	// pass: their later actions are judged against a job the snapshot no
+	// longer describes (a resent requeue makes a running job pending and
+	// held), so they are resent after it, as they were first sent.
+	resending := map[bridge.JobID]bool{}
 	for _, e := range pending {
 		r := Reconciliation{Entry: e}
 		if err := json.Unmarshal(e.Payload, &r.Action); err != nil || r.Action.Job == 0 {
@@ -48,6 +53,9 @@ func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
 			continue
 		}
 		visible, why := effectVisible(r.Action, snap)
+		if resending[r.Action.Job] && r.Action.Kind != bridge.ActSignal {
+			visible, why = false, "follows an action of the job that is resent"
+		}
 		switch {
 		case visible:
 			r.Verdict, r.Why = VerdictDone, why
@@ -55,6 +63,7 @@ func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
 			r.Verdict, r.Why = VerdictFail, "still not visible after a resend: "+why
 		default:
 			r.Verdict, r.Why = VerdictResend, why
+			resending[r.Action.Job] = true
 		}
 		out = append(out, r)
 	}

@@ -119,6 +119,9 @@ type jobState struct {
 	noRequeue bool
 	// ledger is what the daemon did to the job (holds, preemption).
 	ledger
+	// absent is set while the last round's snapshot did not show the job
+	// at all (forgetUnseen).
+	absent bool
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps
 	// the job out of scheduling.
 	heldBy string
@@ -184,6 +187,10 @@ type Core struct {
 	// released are the releases of daemon holds on jobs that stopped
 	// being managed this round (syncJobs), sent with the round's actions.
 	released []Action
+	// releasing are the releases of c.released the last Step sent, by
+	// job: put back in the queue when they did not land (NotApplied,
+	// Abandon), since nothing else remembers those jobs.
+	releasing map[bridge.JobID][]Action
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
 	adopted bool
@@ -407,6 +414,10 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	for _, a := range c.released {
 		if j, ok := snap.Job(a.Job); ok && j.State == bridge.JobPending && j.Held && c.jobs[a.Job.String()] == nil {
 			res.Actions = append(res.Actions, a)
+			if c.releasing == nil {
+				c.releasing = map[bridge.JobID][]Action{}
+			}
+			c.releasing[a.Job] = append(c.releasing[a.Job], a)
 		}
 	}
 	c.released = nil

@@ -148,12 +148,23 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 	var forget []string
 	kept := c.order[:0]
 	for _, id := range c.order {
+		js := c.jobs[id]
 		if seen[id] {
+			js.absent = false
 			kept = append(kept, id)
 			continue
 		}
-		c.unschedule(c.jobs[id], now)
-		if c.jobs[id].heldByDaemon {
+		c.unschedule(js, now)
+		if _, shown := jobByID(snap, id); !shown && !js.absent {
+			// Missing from this answer without Slurm saying it ended: one
+			// partial reply must not forget a job with its grace period
+			// or the daemon's hold. It is forgotten when the next round
+			// does not show it either (Slurm dropped it after MinJobAge).
+			js.absent = true
+			kept = append(kept, id)
+			continue
+		}
+		if js.heldByDaemon {
 			c.releaseUnmanaged(snap, id)
 		}
 		delete(c.jobs, id)

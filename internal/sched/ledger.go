@@ -168,10 +168,20 @@ func (c *Core) advance(js *jobState, j bridge.Job, now time.Time, midRound bool)
 	switch p.phase {
 	case inGrace:
 		switch {
-		case j.Restarts > p.restarts && isRunning(j):
-			// It requeued itself and Slurm started it again already.
+		case j.Restarts > p.restarts && j.State != bridge.JobPending:
+			// It requeued itself and Slurm started it again already; what
+			// that later run does is its own: a run that ended was not
+			// signalled and is left finished.
 			js.pre = preemption{}
 			js.reason = "requeued itself during its grace period; running again"
+			if !j.Active() {
+				js.reason = "requeued itself during its grace period, then ended (" + string(j.State) + ")"
+			}
+		case j.State == bridge.JobPending && j.Held && !js.heldByDaemon:
+			// It requeued itself held (scontrol requeuehold, or Slurm's
+			// RequeueExitHold): that hold is not the daemon's to release.
+			js.pre = preemption{}
+			js.reason = "requeued itself during its grace period; " + holdOwner(j)
 		case j.State == bridge.JobPending:
 			// It requeued itself (scontrol requeue from its script): no
 			// second requeue; the planned type still applies.
@@ -273,6 +283,7 @@ func (c *Core) saveLedgers() {
 	}
 	c.undoTE = maps.Clone(c.teWaits)
 	c.undoTried = maps.Clone(c.teTried)
+	c.releasing = nil
 }
 
 // undoEntry is a job's ledger and status line before a Step or Graces.
@@ -286,14 +297,29 @@ type undoEntry struct {
 // the same job): a release that did not land leaves the hold the
 // daemon's, so the next look releases it again rather than taking it for
 // an admin's; a hold or requeue-hold that did not land owns no hold.
+//
+// A job's missed actions are the tail of what the step gave it (nothing
+// more is sent for a job after one of its actions fails), so its hold is
+// as it was before the first of them that changes whose hold it is: a
+// requeue-hold and the release that follows it, both missed, leave no
+// hold of the daemon's.
 func (c *Core) NotApplied(actions []Action) {
+	settled := map[bridge.JobID]bool{}
 	for _, a := range actions {
-		js := c.jobs[a.Job.String()]
-		if js == nil {
+		held, changes := holdOwnership(a.Kind)
+		if !changes || settled[a.Job] {
 			continue
 		}
-		if held, changes := holdOwnership(a.Kind); changes {
+		settled[a.Job] = true
+		if js := c.jobs[a.Job.String()]; js != nil {
 			js.heldByDaemon = !held // as it was before the action
+			continue
+		}
+		if queued, ok := c.releasing[a.Job]; ok {
+			// The release of a job the daemon no longer manages: queued
+			// again, for the next round to send if the job is still held.
+			c.released = append(c.released, queued...)
+			delete(c.releasing, a.Job)
 		}
 	}
 }
@@ -308,6 +334,12 @@ func (c *Core) Abandon() {
 		}
 	}
 	c.undo = nil
+	// Releases of jobs the step stopped managing: the jobs are forgotten,
+	// so only the queue brings their releases back.
+	for _, queued := range c.releasing {
+		c.released = append(c.released, queued...)
+	}
+	c.releasing = nil
 	if c.undoTE != nil {
 		c.teWaits, c.undoTE = c.undoTE, nil
 	}
