@@ -327,7 +327,8 @@ func (t *Tag) set(key, value string) error {
 // looks: control characters (a newline or an escape sequence in a model
 // name would forge lines in status, logs and terminals), bidirectional-text
 // controls (U+202E shows text reversed, so a name reads as another), the
-// Unicode line and paragraph separators, and invalid UTF-8.
+// Unicode line and paragraph separators, invisible characters (a name
+// that shows as another's), and invalid UTF-8.
 func checkText(s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("is not valid UTF-8")
@@ -340,6 +341,10 @@ func checkText(s string) error {
 			return fmt.Errorf("contains the bidirectional-text control %U; values must be printable text", r)
 		case r == '\u2028' || r == '\u2029':
 			return fmt.Errorf("contains the line separator %U; values must be printable text", r)
+		case !unicode.IsPrint(r) && r != ' ':
+			// Zero-width and other format characters: entity=lab<U+200B>
+			// would show as, and be taken for, entity=lab.
+			return fmt.Errorf("contains the invisible character %U; values must be printable text", r)
 		}
 	}
 	return nil

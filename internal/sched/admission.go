@@ -125,6 +125,16 @@ func (c *Core) eligible(j bridge.Job) (bool, string) {
 	return a.OK(), a.Reason
 }
 
+// managed says whether the daemon schedules job j now: it is admitted, or
+// it is a running job the daemon scheduled whose owner has since edited
+// its tag away (keepsAdmission); why is the admission's reason otherwise.
+func (c *Core) managed(j bridge.Job) (ok bool, why string) {
+	if ok, why = c.eligible(j); ok {
+		return true, ""
+	}
+	return c.keepsAdmission(c.jobs[j.ID.String()], j), why
+}
+
 // holdOwner says whose hold keeps a job the daemon did not hold.
 func holdOwner(j bridge.Job) string {
 	if j.Reason == "JobHeldAdmin" {

@@ -23,7 +23,7 @@ func (c *Core) clusterOf(snap *bridge.Snapshot) []rounds.Server {
 			continue
 		}
 		per := perNode(j)
-		ok, _ := c.eligible(j)
+		ok, _ := c.managed(j)
 		for _, n := range j.RunningNodes {
 			if ok {
 				managed[n] += per

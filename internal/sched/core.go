@@ -119,6 +119,9 @@ type jobState struct {
 	noRequeue bool
 	// ledger is what the daemon did to the job (holds, preemption).
 	ledger
+	// tagEdited is set once the job's comment lost its tag while it ran
+	// (keepsAdmission).
+	tagEdited bool
 	// absent is set while the last round's snapshot did not show the job
 	// at all (forgetUnseen).
 	absent bool

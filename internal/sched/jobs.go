@@ -47,7 +47,7 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 	seen := map[string]bool{}
 	for _, j := range snap.Jobs {
-		ok, _ := c.eligible(j)
+		ok, _ := c.managed(j)
 		id := j.ID.String()
 		js := c.jobs[id]
 		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
@@ -64,6 +64,28 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 		c.noteSingleShape(j, c.jobs[id])
 	}
 	return c.forgetUnseen(snap, seen, seconds(now))
+}
+
+// keepsAdmission says whether a job the daemon scheduled stays managed
+// although its comment no longer carries a valid tag: its owner may edit
+// the comment of a running job (scontrol update), and dropping the tag
+// must not take the job out of a preemption under way or keep it from
+// being preempted at all. It keeps the tag it was admitted with until it
+// is pending again (requeued), when the comment as it is then decides.
+// Nothing else a running job's owner can change decides admission.
+func (c *Core) keepsAdmission(js *jobState, j bridge.Job) bool {
+	if js == nil || j.State == bridge.JobPending || (js.scale == 0 && js.pre.phase == notPreempted) {
+		return false
+	}
+	switch c.admit(j).Code {
+	case NoTag, BadTag:
+		if !js.tagEdited {
+			js.tagEdited = true
+			js.notes = append(js.notes, "comment changed while running: the tag it started with applies until it is pending again")
+		}
+		return true
+	}
+	return false
 }
 
 // syncJob brings one live managed job up to date: whose hold keeps it,

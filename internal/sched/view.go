@@ -169,7 +169,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 		if j.TagErr == nil {
 			jv.Model = j.Tag.Model
 		}
-		switch ok, why := c.eligible(j); {
+		switch ok, why := c.managed(j); {
 		case !ok:
 			jv.Reason = why
 		case s == nil:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/duration"
+	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
 // Built-in limits, used where the configuration sets none. They are meant
@@ -32,11 +33,11 @@ const (
 	DefaultMaxGrace  = 10 * time.Minute
 )
 
-// Bounds of any weight, the tag's own bounds: beyond them the solver's
-// arithmetic loses meaning.
+// Bounds of any weight a site sets, and of every job's effective weight:
+// the policies' own (beyond them the solver's arithmetic loses meaning).
 const (
-	minWeight = 1e-6
-	maxWeight = 1e6
+	minWeight = policy.MinWeight
+	maxWeight = policy.MaxWeight
 )
 
 // Limits bound what a tag may ask for. A zero or nil field is inherited: a
@@ -148,6 +149,12 @@ func (r Rules) Apply(j JobFacts) Effective {
 	var note string
 	e.Weight, note = r.weight(j, lim.maxWeight)
 	e.Notes = appendNote(e.Notes, note)
+	if w := min(max(e.Weight, minWeight), maxWeight); w != e.Weight {
+		// An account's and a QOS's weights multiply; a tag's weight may be
+		// smaller than any site weight.
+		e.Notes = appendNote(e.Notes, fmt.Sprintf("weight %s clamped to %s (the policies' range)", formatNumber(e.Weight), formatNumber(w)))
+		e.Weight = w
+	}
 	e.Grace, note = grace(j.Tag.Grace, lim.maxGrace)
 	e.Notes = appendNote(e.Notes, note)
 	e.Class, note = class(j.Tag.Class, lim.classes)
