@@ -294,9 +294,9 @@ func (t *Tag) set(key, value string) error {
 	var err error
 	switch key {
 	case "model":
-		t.Model = value
+		t.Model, err = value, checkVisible(value)
 	case "entity":
-		t.Entity = value
+		t.Entity, err = value, checkVisible(value)
 	case "steps":
 		t.Steps, err = parseSteps(value)
 	case "weight":
@@ -327,8 +327,7 @@ func (t *Tag) set(key, value string) error {
 // looks: control characters (a newline or an escape sequence in a model
 // name would forge lines in status, logs and terminals), bidirectional-text
 // controls (U+202E shows text reversed, so a name reads as another), the
-// Unicode line and paragraph separators, invisible characters (a name
-// that shows as another's), and invalid UTF-8.
+// Unicode line and paragraph separators, and invalid UTF-8.
 func checkText(s string) error {
 	if !utf8.ValidString(s) {
 		return errors.New("is not valid UTF-8")
@@ -341,13 +340,29 @@ func checkText(s string) error {
 			return fmt.Errorf("contains the bidirectional-text control %U; values must be printable text", r)
 		case r == '\u2028' || r == '\u2029':
 			return fmt.Errorf("contains the line separator %U; values must be printable text", r)
-		case !unicode.IsPrint(r) && r != ' ':
-			// Zero-width and other format characters: entity=lab<U+200B>
-			// would show as, and be taken for, entity=lab.
-			return fmt.Errorf("contains the invisible character %U; values must be printable text", r)
 		}
 	}
 	return nil
+}
+
+// checkVisible refuses, in a name, characters that do not show: format
+// characters such as U+200B, private use, and spaces other than U+0020.
+// entity=lab<U+200B> would show as entity=lab, and be taken for it by
+// whoever reads status. Numbers and durations trim such spaces instead.
+// Unassigned code points are left alone: job_submit.lua, which must agree,
+// has no table of them.
+func checkVisible(s string) error {
+	for _, r := range s {
+		if !unicode.IsPrint(r) && r != ' ' && assigned(r) {
+			return fmt.Errorf("contains the invisible character %U; names must be printable text", r)
+		}
+	}
+	return nil
+}
+
+// assigned reports whether Unicode assigns code point r a character.
+func assigned(r rune) bool {
+	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co)
 }
 
 var stepSuffixes = map[byte]int64{'k': 1e3, 'K': 1e3, 'm': 1e6, 'M': 1e6, 'g': 1e9, 'G': 1e9, 'b': 1e9, 'B': 1e9}

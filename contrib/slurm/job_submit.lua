@@ -300,6 +300,21 @@ end
 -- check_text refuses what could change how a line showing the value
 -- looks: invalid UTF-8, control characters, bidirectional-text controls
 -- and the Unicode line and paragraph separators.
+-- check_visible refuses, in a name, characters that do not show (format
+-- characters, private use, spaces other than U+0020): a name that shows
+-- as another's.
+local function check_visible(s)
+	local i = 1
+	while i <= #s do
+		local r, n = decode(s, i)
+		if r ~= 32 and not is_print(r) then
+			return string.format("contains the invisible character U+%04X; names must be printable text", r)
+		end
+		i = i + n
+	end
+	return nil
+end
+
 local function check_text(s)
 	local i = 1
 	while i <= #s do
@@ -827,7 +842,7 @@ local function set(tag, key, value)
 	end
 	local v
 	if key == "model" or key == "entity" then
-		v = value
+		v, err = value, check_visible(value)
 	elseif PARSERS[key] then
 		v, err = PARSERS[key](value)
 		if key == "slo" and v == 0 then
