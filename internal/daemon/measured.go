@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,8 +115,10 @@ func (d *Daemon) Receive(r reports.Report) { d.queue.add(r) }
 // feed hands the queued reports to the estimator, each job's rate joined
 // with what Slurm says of the job (its tag's model, its GPU count, when it
 // started): a report about a job Slurm does not show running, on the type
-// the report names, is dropped, so a stale or forged report cannot teach
-// the estimator a rate for a placement that is not real.
+// and a node the report names, is dropped, so a stale or forged report
+// cannot teach the estimator a rate for a placement that is not real. So
+// is a report about a job the daemon does not manage: nothing would
+// forget its measurements when it ends (Result.Forget lists managed jobs).
 func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 	if d.Measured == nil {
 		return 0, 0
@@ -127,7 +130,8 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 			}
 			jid, err := sched.ParseJobID(rj.JobID)
 			j, ok := snap.Job(jid)
-			if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != rj.GPUType {
+			if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != rj.GPUType ||
+				!slices.Contains(j.RunningNodes, r.Node) || !d.Core.Tracks(rj.JobID) {
 				dropped++
 				continue
 			}

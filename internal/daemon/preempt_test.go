@@ -441,7 +441,7 @@ func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
 	rate := func(v float64) *float64 { return &v }
 	for range 4 {
 		h.clock.now = h.clock.now.Add(5 * time.Minute)
-		h.d.Receive(reports.Report{Node: "n", Time: h.clock.now, IntervalS: 30, Jobs: []reports.Job{
+		h.d.Receive(reports.Report{Node: j.RunningNodes[0], Time: h.clock.now, IntervalS: 30, Jobs: []reports.Job{
 			{JobID: id.String(), GPUType: j.RunningGPUType, GPUs: 1, StepsPerS: rate(42)},
 			// Wrong type for where the job runs: dropped.
 			{JobID: id.String(), GPUType: "p100", GPUs: 1, StepsPerS: rate(1e6)},

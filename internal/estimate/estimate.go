@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
 // Source says where a rate comes from, best first.
@@ -330,9 +331,31 @@ func (e *Estimator) Rates(key JobKey, types []string, now time.Time) map[string]
 	p := e.jobProbe(l, key)
 	out := make(map[string]Estimate, len(types))
 	for _, t := range types {
-		out[t] = e.rate(l, p, t, now)
+		out[t] = inPolicyRange(e.rate(l, p, t, now))
 	}
 	return out
+}
+
+// inPolicyRange keeps an estimate within the throughputs the policies
+// take: reports may carry any rate from 0 to 1e9 steps/s, and a speed
+// ratio learned from two extreme ones can overflow (e^711 is +Inf). Zero
+// stays zero: the table's way of saying a model cannot run on a type.
+func inPolicyRange(x Estimate) Estimate {
+	v := x.StepsPerSecond
+	switch {
+	case v == 0:
+		return x
+	case math.IsNaN(v):
+		return Estimate{StepsPerSecond: 1, Source: SourceDefault, Detail: "default: equal on every type (the estimate was not a number)"}
+	case v < policy.MinThroughput:
+		x.StepsPerSecond = policy.MinThroughput
+	case v > policy.MaxThroughput:
+		x.StepsPerSecond = policy.MaxThroughput
+	default:
+		return x
+	}
+	x.Detail += fmt.Sprintf(" (%.3g steps/s, brought within the policies' range)", v)
+	return x
 }
 
 // StepsPerSecond extracts the rates of estimates.

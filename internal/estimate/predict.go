@@ -254,8 +254,21 @@ func (e *Estimator) tableFallback(l *learned, p *probe, t string) Estimate {
 	if e.ref.isType[t] {
 		return Estimate{StepsPerSecond: e.ref.rate(p.tagRow, t), Source: SourceTable, Detail: "reference table: " + label}
 	}
+	// A job measured on some types runs at its own scale, not the
+	// table's (its steps may be smaller or larger than the reference
+	// model's): the row is scaled to its measurements first, as predict
+	// does for the table's own types.
+	row, shift := p.tagged, 0.0
+	if s, _, n := fit(p.tagged, p.known, -1); n > 0 {
+		shift = s
+		row = make([]float64, len(p.tagged))
+		for i, y := range p.tagged {
+			row[i] = y + shift
+		}
+		label += " scaled to its measurements"
+	}
 	if c, ok := l.col[t]; ok {
-		if r, ok := l.ratios.predict(p.tagged, c, c, nil); ok {
+		if r, ok := l.ratios.predict(row, c, c, nil); ok {
 			return Estimate{
 				StepsPerSecond: math.Exp(r.log),
 				Source:         SourceEstimated,
@@ -269,7 +282,7 @@ func (e *Estimator) tableFallback(l *learned, p *probe, t string) Estimate {
 			slow = x
 		}
 	}
-	return Estimate{StepsPerSecond: slow, Source: SourceTable, Detail: fmt.Sprintf("reference table: %s (%s is not in the table: as slow as its slowest type)", label, t)}
+	return Estimate{StepsPerSecond: slow * math.Exp(shift), Source: SourceTable, Detail: fmt.Sprintf("reference table: %s (%s is not in the table: as slow as its slowest type)", label, t)}
 }
 
 // slowest is the lowest measured rate of the probe.

@@ -449,6 +449,10 @@ func (c *Core) MechanismState(key, gpuType string) (rounds.State, error) {
 	return c.mech.State(key, gpuType)
 }
 
+// Tracks reports whether the core keeps a record of job id: a managed job
+// from its first round until it is forgotten.
+func (c *Core) Tracks(id string) bool { return c.jobs[id] != nil }
+
 // Round is the number of the last round stepped.
 func (c *Core) Round() uint64 { return c.round }
 
