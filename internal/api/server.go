@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,14 +107,19 @@ func Handler(board *Board, gatherer prometheus.Gatherer) http.Handler {
 	return mux
 }
 
+// writeJSON answers with v as JSON, or with a 500 that says why v cannot
+// be written (a value JSON cannot carry): encoded first, so that a client
+// never gets a 200 with a cut body.
 func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		// Headers are gone already; the client sees a truncated body.
+		http.Error(w, "cannot encode the answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(buf.Bytes()) //nolint:errcheck // a client that went away
 }
 
 // Listen opens addr: "host:port" for TCP or "unix:/path" for a unix
@@ -147,18 +153,35 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Serve serves h on ln until ctx is done, then shuts down gracefully.
+// serverTimeouts bound what one connection may hold: headers, the whole
+// request, the answer, and an idle keep-alive. Without them a client that
+// stalls keeps a goroutine and a file descriptor for ever, and enough of
+// them leave the daemon none to reach slurmrestd with.
+var serverTimeouts = struct{ header, read, write, idle, shutdown time.Duration }{
+	header: 5 * time.Second, read: 10 * time.Second, write: 30 * time.Second, idle: 60 * time.Second,
+	shutdown: 5 * time.Second,
+}
+
+// Serve serves h on ln until ctx is done, then shuts down gracefully:
+// requests in flight get serverTimeouts.shutdown to finish, after which
+// the connections left (a client that does not read its answer) are
+// closed, which is still a clean stop.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	t := serverTimeouts
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: t.header, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
 		return fmt.Errorf("api server: %w", err)
 	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), t.shutdown)
 		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
+		err := srv.Shutdown(shutdownCtx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = srv.Close()
+		}
+		if err != nil {
 			return fmt.Errorf("api shutdown: %w", err)
 		}
 		return nil

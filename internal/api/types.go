@@ -131,9 +131,11 @@ type TypeSummary struct {
 // use, as {row key: {type: fraction}} (a row key is a job id, or "a+b"
 // for a co-located pair).
 type Allocation struct {
-	Policy    string                        `json:"policy"`
-	Computed  time.Time                     `json:"computed"`
-	Types     []string                      `json:"types"`
-	Objective float64                       `json:"objective"`
+	Policy   string    `json:"policy"`
+	Computed time.Time `json:"computed"`
+	Types    []string  `json:"types"`
+	// Objective is null where the policy's objective is not a finite
+	// number (a makespan with a job that gets no GPU time).
+	Objective *float64                      `json:"objective"`
 	Rows      map[string]map[string]float64 `json:"rows"`
 }

@@ -78,9 +78,15 @@ func New(deps Deps) (*Daemon, error) {
 	if deps.Core == nil || deps.Slurm == nil || deps.Store == nil || deps.Board == nil || deps.Clock == nil {
 		return nil, errors.New("daemon: core, slurm, store, board and clock are required")
 	}
-	records, err := deps.Store.Jobs()
+	records, corruptJobs, err := deps.Store.JobsChecked()
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	for _, c := range corruptJobs {
+		// One unreadable record must not keep the daemon from starting:
+		// that job starts afresh (as a job first seen now), the others
+		// keep their history.
+		deps.Log.Error().Str("record", c.String()).Msg("job record cannot be read; the job starts afresh")
 	}
 	var round uint64
 	if err := deps.Store.GetMeta("round", &round); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -96,7 +102,10 @@ func New(deps Deps) (*Daemon, error) {
 	case err == nil:
 		deps.Core.RestoreState(state)
 	case !errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("restore state: %w", err)
+		// The rounds' counters and the last allocation only: without them
+		// the first round recomputes the allocation, and every job keeps
+		// its own record.
+		deps.Log.Error().Err(err).Msg("scheduler state cannot be read; the first round starts it afresh")
 	}
 	entries, corrupt, err := deps.Store.RecentChecked(0)
 	if err != nil {

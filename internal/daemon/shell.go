@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -125,8 +126,12 @@ func allocationDoc(v sched.View) api.Allocation {
 	if v.Allocation == nil {
 		return api.Allocation{Policy: v.Policy, Rows: map[string]map[string]float64{}}
 	}
-	return api.Allocation{Policy: v.Allocation.Policy, Computed: v.AllocationComputed,
-		Types: v.Allocation.Types, Objective: v.Allocation.Objective, Rows: v.Allocation.Map()}
+	doc := api.Allocation{Policy: v.Allocation.Policy, Computed: v.AllocationComputed,
+		Types: v.Allocation.Types, Rows: v.Allocation.Map()}
+	if o := v.Allocation.Objective; !math.IsNaN(o) && !math.IsInf(o, 0) {
+		doc.Objective = &o
+	}
+	return doc
 }
 
 // Instance is the number this daemon marks its run priorities with (see

@@ -205,6 +205,16 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				jv.StepsDone = done
 			}
 			c.summarize(summary, j, s, jv.Allocation)
+		default:
+			// Tracked but out of the rounds: a job that ended in its grace
+			// period and waits for its requeue (after a restart, before
+			// the requeue lands), or one whose admission failed.
+			jv.Managed, jv.Model, jv.Reason = true, s.model, s.reason
+			if jv.Reason == "" {
+				jv.Reason = "not in this round's schedule"
+			}
+			jv.Preempt, jv.Grace = string(c.modeOf(s)), c.graceStatus(s)
+			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
 		}
 		v.Jobs = append(v.Jobs, jv)
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -93,7 +94,7 @@ func open(dir string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err := openReadable(path, timeout)
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
@@ -113,6 +114,52 @@ func open(dir string, timeout time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("init state %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// ErrDamaged is returned by Open when the state file cannot be read: cut
+// short (a disk that filled, an interrupted copy) or overwritten.
+var ErrDamaged = errors.New("state file damaged: move it aside (the daemon starts afresh without it) or restore a copy")
+
+// openReadable opens the database and reads every page of it once, so that
+// a damaged file is an error here rather than a crash later. bbolt reads
+// its file through a memory map and takes damage for a bug: it panics, or
+// faults on a page beyond the end of a file cut short, which kills the
+// process unless the reading goroutine asked for faults as panics.
+func openReadable(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			// The half-open database is left to the process's exit: its
+			// own Close may fault on the same pages.
+			db, err = nil, fmt.Errorf("%w (%v)", ErrDamaged, r)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return readAll(b)
+		})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w (%v)", ErrDamaged, err)
+	}
+	return db, nil
+}
+
+// readAll touches every key and value of b and its nested buckets.
+func readAll(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				return readAll(nested)
+			}
+		}
+		return nil
+	})
 }
 
 // Close closes the database file.
@@ -260,24 +307,42 @@ func (s *Store) Job(id string) (rec JobRecord, ok bool, err error) {
 	return rec, ok, nil
 }
 
-// Jobs returns every record, keyed by job id.
+// Jobs returns every readable record, keyed by job id.
 func (s *Store) Jobs() (map[string]JobRecord, error) {
+	out, _, err := s.JobsChecked()
+	return out, err
+}
+
+// JobsChecked returns every readable record, keyed by job id, and says
+// which could not be read: one damaged record (a torn value, another
+// build's layout) loses that job's history, not every job's.
+func (s *Store) JobsChecked() (map[string]JobRecord, []CorruptJob, error) {
 	out := map[string]JobRecord{}
+	var corrupt []CorruptJob
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
 			var r JobRecord
 			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("decode job %s: %w", k, err)
+				corrupt = append(corrupt, CorruptJob{JobID: string(k), Err: err})
+				return nil
 			}
 			out[string(k)] = r
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read jobs: %w", err)
+		return nil, nil, fmt.Errorf("read jobs: %w", err)
 	}
-	return out, nil
+	return out, corrupt, nil
 }
+
+// CorruptJob is a job record that could not be decoded.
+type CorruptJob struct {
+	JobID string
+	Err   error
+}
+
+func (c CorruptJob) String() string { return fmt.Sprintf("job %q: %v", c.JobID, c.Err) }
 
 // PutMeta stores v (JSON-encoded) under key.
 func (s *Store) PutMeta(key string, v any) error {
