@@ -399,9 +399,17 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	res.Fallback = c.fallback
 
 	if c.set.TrialAndError.Enabled {
-		c.reclaimTE(snap, now) // after a restart: rounds leave waiting TE jobs alone
+		c.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
 	}
 	running := c.running(snap, now)
+	for id := range c.teWaits {
+		// A TE job waiting for the room made for it is placed already:
+		// the round must not choose it again, which would preempt other
+		// jobs to make room for it a second time.
+		if js := c.jobs[id]; js != nil && js.scale != 0 {
+			running = append(running, rounds.Assignment{Key: id, Jobs: []string{id}, Pin: rounds.PinOutside})
+		}
+	}
 	plan, err := c.mech.Plan(nowS, running)
 	if err != nil {
 		res.Skipped, res.SkipCause = "plan: "+err.Error(), "plan_error"

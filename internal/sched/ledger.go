@@ -122,6 +122,11 @@ func (c *Core) modeOf(js *jobState) bridge.PreemptMode {
 // every job in its first rounds). A job in a grace period is not pinned.
 func (c *Core) pinOf(js *jobState, j bridge.Job, now time.Time) rounds.Pin {
 	if js.pre.phase != notPreempted {
+		if c.forLiveTE(js) {
+			// Its GPUs are the waiting TE job's: the round must not give
+			// them to another job, nor move the victim.
+			return rounds.PinNotPreemptible
+		}
 		return rounds.NotPinned
 	}
 	if c.modeOf(js) == bridge.PreemptNever {
@@ -196,6 +201,12 @@ func (c *Core) advance(js *jobState, j bridge.Job, now time.Time, midRound bool)
 		case endedInGrace(j):
 			js.reason = "ended during its grace period (" + string(j.State) + "): requeued, not finished"
 			return c.requeue(js, j, now)
+		case p.forTE != "" && !c.forLiveTE(js) && isRunning(j) && midRound:
+			// The TE job it made room for no longer waits (cancelled,
+			// started elsewhere): no one needs its GPUs. (A round instead
+			// decides it like any preempted job: translate.)
+			js.pre = preemption{}
+			js.reason = "preemption cancelled: the trial-and-error job it made room for no longer waits"
 		case !now.Before(p.start.Add(c.graceOf(js))):
 			return c.requeue(js, j, now)
 		}
@@ -306,6 +317,14 @@ type undoEntry struct {
 func (c *Core) NotApplied(actions []Action) {
 	settled := map[bridge.JobID]bool{}
 	for _, a := range actions {
+		if a.Kind == bridge.ActSignal {
+			// No warning went out: the grace period it would have started
+			// is taken back, so the job is not requeued without one; the
+			// next round (or look) decides again.
+			if js, u := c.jobs[a.Job.String()], c.undo[a.Job.String()]; js != nil && u.pre.phase == notPreempted {
+				js.pre, js.decision, js.reason = u.pre, u.decision, u.reason
+			}
+		}
 		held, changes := holdOwnership(a.Kind)
 		if !changes || settled[a.Job] {
 			continue

@@ -159,3 +159,26 @@ func TestReleaseOfUnmanagedJobSurvivesAbandon(t *testing.T) {
 		t.Errorf("round after the abandoned one: job 2 %q; its daemon hold is never released", got)
 	}
 }
+
+// A grace signal Slurm did not deliver (a REST error) starts no grace
+// period: the job is not requeued at its end without the warning, and a
+// later round preempts it again, with a signal.
+func TestAFailedSignalStartsNoGracePeriod(t *testing.T) {
+	set := settings()
+	set.DefaultGrace = time.Minute
+	comment := tag + " preempt=checkpoint"
+	c, nodes, now := preemptedOnce(t, set, comment)
+	c.NotApplied([]Action{{Action: bridge.Action{Kind: bridge.ActSignal, Job: 1, Signal: set.GraceSignal}}})
+	if pre := c.jobs["1"].pre; pre.phase != notPreempted {
+		t.Fatalf("after a failed signal job 1 is in phase %v", pre.phase)
+	}
+	end := now.Add(2 * time.Minute)
+	out := c.Graces(snapshot(t, end, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), end)
+	if got := actionsOf(out, 1); got != "" {
+		t.Errorf("job 1, never warned, gets %q when its grace period would have ended", got)
+	}
+	res := c.Step(snapshot(t, end, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), end, c.Solve)
+	if got := actionsOf(res.Actions, 1); got != "signal:USR1" {
+		t.Errorf("next round: job 1 gets %q, want the signal again", got)
+	}
+}

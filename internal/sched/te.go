@@ -58,6 +58,37 @@ func (c *Core) classOf(j bridge.Job) bridge.Class {
 	return eff.Class
 }
 
+// refreshTEClaims brings the waiting TE jobs' claims up to date with snap
+// before a look or a round acts on them: claims rebuilt after a restart,
+// claims of TE jobs that started, left or waited too long dropped. Not on
+// a view that lost many jobs at once, which would drop live claims.
+func (c *Core) refreshTEClaims(snap *bridge.Snapshot, now time.Time) {
+	if !c.set.TrialAndError.Enabled || c.looksPartial(snap) {
+		return
+	}
+	c.reclaimTE(snap, now)
+	c.expireTEWaits(snap, now)
+}
+
+// forLiveTE reports whether js is preempted for a TE job that still waits
+// for the room: only then does the preemption stand whatever the rounds
+// decide. Once that job started, left or gave up its claim, the victim's
+// preemption is an ordinary one.
+func (c *Core) forLiveTE(js *jobState) bool {
+	return js.pre.forTE != "" && c.teWaiting(js.pre.forTE)
+}
+
+// teCountsOn reports whether a waiting TE job counts on the GPUs running
+// job j frees by its preemption (it claimed room on j's node).
+func (c *Core) teCountsOn(j bridge.Job) bool {
+	for _, w := range c.teWaits {
+		if slices.Contains(j.RunningNodes, w.node) {
+			return true
+		}
+	}
+	return false
+}
+
 // teWaiting reports whether job id is a TE job waiting for its room.
 func (c *Core) teWaiting(id string) bool {
 	_, ok := c.teWaits[id]
@@ -81,8 +112,7 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 		// lost many jobs at once: no preemption starts on it.
 		return nil
 	}
-	c.reclaimTE(snap, now)
-	c.expireTEWaits(snap, now)
+	c.refreshTEClaims(snap, now)
 	chooser := tepreempt.FitGpp{Weight: c.set.TrialAndError.Weight, MaxPreemptions: c.set.TrialAndError.MaxPreemptions}
 	var out []Action
 	for _, j := range snap.Jobs {
@@ -166,9 +196,12 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 			slices.ContainsFunc(own, func(f string) bool { return !slices.Contains(n.Features, f) }) {
 			continue
 		}
+		// Negative where claims exceed what will be free (something the
+		// daemon does not manage took claimed GPUs): a victim there must
+		// make up that debt before it makes room for this job.
 		free := n.GPUs - n.GPUsUsed + freeing[n.Name] - claimed[n.Name]
 		req.Nodes = append(req.Nodes, tepreempt.Node{ID: n.Name, Capacity: tepreempt.Resources{GPUs: n.GPUs},
-			Free: tepreempt.Resources{GPUs: max(free, 0)}})
+			Free: tepreempt.Resources{GPUs: free}})
 		known[n.Name] = true
 	}
 	for _, cand := range candidates {
@@ -183,8 +216,14 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 // eligible on its node's GPU type.
 func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreempt.Choice, now time.Time) []Action {
 	id := te.ID.String()
-	var out []Action
 	var longest time.Duration
+	for _, v := range choice.Victims {
+		longest = max(longest, v.Grace)
+	}
+	// The claim comes first: the victims' preemptions stand only while a
+	// TE job waits for their room (forLiveTE).
+	c.teWaits[id] = teWait{node: choice.Node, gpus: te.GPUs, until: now.Add(longest + teWaitSlack)}
+	var out []Action
 	for _, v := range choice.Victims {
 		js := c.jobs[v.Job]
 		j, ok := jobByID(snap, v.Job)
@@ -199,7 +238,6 @@ func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreem
 			acts[i].ForTE = id
 		}
 		out = append(out, acts...)
-		longest = max(longest, v.Grace)
 	}
 	typ := ""
 	for _, n := range snap.Nodes {
@@ -211,7 +249,9 @@ func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreem
 	if n := len(choice.Victims); n > 0 {
 		why += fmt.Sprintf(" once %d job(s) preempted for it have stopped (grace up to %d s)", n, int(longest.Seconds()))
 	}
-	c.teWaits[id] = teWait{node: choice.Node, gpus: te.GPUs, until: now.Add(longest + teWaitSlack), why: why}
+	w := c.teWaits[id]
+	w.why = why
+	c.teWaits[id] = w
 	// One choice per TE job between two rounds: if its claim expires
 	// before it starts, the rounds place it rather than a second set of
 	// victims.

@@ -36,7 +36,14 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		js.decision, js.reason = d.Action.String(), describe(d)
 		js.recheckAt = time.Time{} // the round's own actions cover it
 		running := isRunning(j)
-		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts && js.pre.forTE == "" {
+		if js.pre.forTE != "" && !c.forLiveTE(js) {
+			// The TE job it was preempted for no longer waits: an
+			// ordinary preemption from now on, which this round may
+			// cancel.
+			js.pre.forTE = ""
+		}
+		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts &&
+			js.pre.forTE == "" && !c.teCountsOn(j) {
 			// Preempted in an earlier round, chosen again before its
 			// grace period ended: it keeps its GPUs and is not requeued
 			// (it has had the signal, and may have saved a checkpoint it
@@ -166,6 +173,7 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 	}
 	c.saveLedgers()
 	c.noteTypes(snap)
+	c.refreshTEClaims(snap, now)
 	var out []Action
 	for _, id := range c.order {
 		js := c.jobs[id]
