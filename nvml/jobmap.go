@@ -98,9 +98,14 @@ func isJobID(s string) bool {
 //	           controller; /slurm_NODE/... when several slurmd share a host)
 //	cgroup v2: 0::/system.slice/slurmstepd.scope/job_123/step_0/user/task_0
 //	           (NODE_slurmstepd.scope with several slurmd)
+//
+// Both are anchored at the hierarchy's root, the v2 one below slices only:
+// a user may create cgroups of any name in the subtree systemd delegates
+// to them (below user@UID.service), and a process there named
+// .../slurmstepd.scope/job_123 must not pass for job 123's.
 var (
-	cgroupV1Job = regexp.MustCompile(`/slurm[^/]*/uid_[0-9]+/job_([0-9]+)(?:/|$)`)
-	cgroupV2Job = regexp.MustCompile(`/[^/]*slurmstepd\.scope/job_([0-9]+)(?:/|$)`)
+	cgroupV1Job = regexp.MustCompile(`^/slurm[^/]*/uid_[0-9]+/job_([0-9]+)(?:/|$)`)
+	cgroupV2Job = regexp.MustCompile(`^/(?:[^/]+\.slice/)*[^/]*slurmstepd\.scope/job_([0-9]+)(?:/|$)`)
 )
 
 // maxCgroupBytes bounds /proc/PID/cgroup: a line per controller.
