@@ -116,3 +116,47 @@ func TestPrologRequeue(t *testing.T) {
 		t.Errorf("progress file after the second Prolog: %v, %v; want it empty", fi, err)
 	}
 }
+
+// TestPrologRefusesDirectoriesOthersMayWrite: a mapping or progress
+// directory whose parent someone else may write to (say the daemon's own
+// runtime directory, on a host that is also a GPU node) could be swapped
+// for a link to anywhere, and the Prolog writes as root: it writes
+// nothing there, and the Epilog removes nothing.
+func TestPrologRefusesDirectoriesOthersMayWrite(t *testing.T) {
+	parent := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"SLURM_JOB_ID": "8", "SLURM_JOB_GPUS": "0", "SLURM_JOB_UID": strconv.Itoa(os.Getuid()),
+		"GAVEL_JOBS_DIR": filepath.Join(parent, "jobs"), "GAVEL_PROGRESS_DIR": filepath.Join(parent, "progress")}
+	runScript(t, "gavel-prolog.sh", env)
+	for _, f := range []string{filepath.Join(parent, "jobs", "8"), filepath.Join(parent, "progress", "8.progress")} {
+		if _, err := os.Lstat(f); err == nil {
+			t.Errorf("%s written under a directory others may write to", f)
+		}
+	}
+	// Made safe, the Prolog writes; a directory swapped for a link is
+	// refused again.
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runScript(t, "gavel-prolog.sh", env)
+	if jobs, err := ReadJobsDir(env["GAVEL_JOBS_DIR"]); err != nil || len(jobs) != 1 {
+		t.Fatalf("safe directories: mappings %v, %v", jobs, err)
+	}
+	elsewhere := t.TempDir()
+	if err := os.Rename(env["GAVEL_JOBS_DIR"], filepath.Join(parent, "jobs.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, env["GAVEL_JOBS_DIR"]); err != nil {
+		t.Fatal(err)
+	}
+	env["SLURM_JOB_ID"] = "9"
+	runScript(t, "gavel-prolog.sh", env)
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+		t.Errorf("the Prolog wrote through a link: %v", entries)
+	}
+}

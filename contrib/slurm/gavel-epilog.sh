@@ -17,5 +17,14 @@ case $job in
 '' | *[!0-9]*) exit 0 ;;
 esac
 
-rm -f "$GAVEL_JOBS_DIR/$job" "$GAVEL_PROGRESS_DIR/$job.progress" 2>/dev/null
+# Only in directories no one but root may write to (as in gavel-prolog.sh):
+# elsewhere the names could lead anywhere.
+safe() {
+	for d in "$1" "$(dirname "$1")"; do
+		[ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ] || return 1
+		[ -z "$(find "$d" -maxdepth 0 -perm /022 2>/dev/null)" ] || return 1
+	done
+}
+safe "$GAVEL_JOBS_DIR" && rm -f "$GAVEL_JOBS_DIR/$job" 2>/dev/null
+safe "$GAVEL_PROGRESS_DIR" && rm -f "$GAVEL_PROGRESS_DIR/$job.progress" 2>/dev/null
 exit 0
