@@ -2,15 +2,11 @@ package daemon
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/reports"
-	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
 // An untagged (unmanaged) job in a managed partition runs on a node with a
@@ -19,24 +15,7 @@ import (
 // stay in the estimator for ever. A managed job's are taken in, and
 // forgotten once it ends.
 func TestUnmanagedJobsAreNotMeasured(t *testing.T) {
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	measured, err := NewMeasured(table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:v100:1")
-	core, err := NewCore(h.set, measured)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.d, err = New(Deps{Core: core, Slurm: h.slurm, Store: h.store, Board: h.board, Log: zerolog.New(io.Discard),
-		Clock: h.clock, Measured: measured})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, measured := measuredHarness(t, "a1:v100:1", "b1:v100:1")
 	managed := h.submit("gavel: model=my-new-transformer steps=1M", 1)
 	plain := h.submit("plain job, no tag", 1)
 	h.d.RunRound(context.Background())

@@ -409,10 +409,10 @@ func TestOneDaemonIsNotTakenForTwo(t *testing.T) {
 	}
 }
 
-// Collector reports teach the estimator: a job with a model no table
-// knows gets its measured rate on the type it runs on, and estimates on
-// the others; a report about a job that does not run there is dropped.
-func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
+// measuredHarness is a harness whose daemon takes collector reports into
+// a learning estimator, which it returns.
+func measuredHarness(t *testing.T, nodes ...string) (*harness, *Measured) {
+	t.Helper()
 	table, err := throughputs.Reference()
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +421,7 @@ func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, t.TempDir(), "a1:v100:1", "b1:k80:1")
+	h := newHarness(t, t.TempDir(), nodes...)
 	core, err := NewCore(h.set, measured)
 	if err != nil {
 		t.Fatal(err)
@@ -431,6 +431,14 @@ func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, measured
+}
+
+// Collector reports teach the estimator: a job with a model no table
+// knows gets its measured rate on the type it runs on, and estimates on
+// the others; a report about a job that does not run there is dropped.
+func TestCollectorReportsBecomeMeasuredThroughputs(t *testing.T) {
+	h, _ := measuredHarness(t, "a1:v100:1", "b1:k80:1")
 	id := h.submit("gavel: model=my-new-transformer steps=1M", 1)
 	h.d.RunRound(context.Background())
 	h.startChosen()

@@ -55,18 +55,7 @@ func TestSelfRequeuedJobThatFinishedItsNextRunIsNotRequeued(t *testing.T) {
 // requeuehold` in its script, or Slurm's RequeueExitHold) keeps that
 // hold: the daemon never releases a hold it did not send.
 func TestSelfRequeueHoldIsNotReleased(t *testing.T) {
-	moved := running(1, tag, "b1", "k80", 0)
-	moved.StartTime = epoch
-	set := refillSettings()
-	set.MinRunTime, set.DefaultGrace = 0, time.Minute
-	c := newCore(t, set)
-	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-	c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
-	now := epoch.Add(20 * time.Second)
-	c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
-	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
-		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
-	}
+	c, now := movedInGrace(t)
 	userHeld := pending(1, tag)
 	userHeld.Restarts, userHeld.Held, userHeld.Reason = 1, true, "JobHeldUser"
 	at := now.Add(10 * time.Second)
