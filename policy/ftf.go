@@ -102,6 +102,11 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 // ftfRelativeGap is the relative precision of the optimal max ρ.
 const ftfRelativeGap = 1e-6
 
+// ftfStalledGap is the relative gap within which a search that used up
+// ftfMaxSolves returns its best allocation rather than fail: the bracket
+// stalls only where a job's need lies below the solver's tolerance.
+const ftfStalledGap = 1e-4
+
 // ftfMaxSolves bounds the search: halving alone needs about 60 halvings to
 // shrink any double range to 1e-6 relative, each after at most
 // ftfBoundProbes probes at the bound plus itself, and the bound updates
@@ -190,14 +195,15 @@ func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, 
 
 	if !packed && solver == levelAuto {
 		if jobs, capacity, ok := pooledFTF(p, b, active); ok {
-			x, err := solvePooledFTF(b, jobs, capacity, lo)
-			if err != nil {
-				return nil, err
+			// When the pooled split fails (its flow can come out a hair
+			// infeasible where some jobs' needs are many orders of
+			// magnitude apart), the LP search below answers instead.
+			if x, err := solvePooledFTF(b, jobs, capacity, lo); err == nil {
+				a := b.allocation(p, name, x)
+				a.Stats.Pooled = true
+				a.Objective, err = MaxFinishTimeFairness(p, a)
+				return a, err
 			}
-			a := b.allocation(p, name, x)
-			a.Stats.Pooled = true
-			a.Objective, err = MaxFinishTimeFairness(p, a)
-			return a, err
 		}
 	}
 	var decomposed *ftfLevel
@@ -270,6 +276,12 @@ func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, 
 	boundFailures := 0 // infeasible probes in a row
 	for iter := 0; hi-lo > ftfRelativeGap*lo; iter++ {
 		if iter == ftfMaxSolves {
+			if hi-lo <= ftfStalledGap*lo {
+				// Neither end can move: some job's need is below what the
+				// solver resolves. The best allocation is within this gap
+				// of the optimum.
+				break
+			}
 			return nil, fmt.Errorf("max ρ still in [%g, %g] after %d LPs", lo, hi, iter)
 		}
 		lam, x, mu, err := solveAt(rho)

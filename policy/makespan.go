@@ -49,6 +49,7 @@ func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Al
 	}
 	z := b.lp.AddColumn(0, Inf, 1)
 	b.lp.Maximize()
+	rows := 0
 	for i := range p.Jobs {
 		r := p.Jobs[i].StepsRemaining
 		if r <= 0 {
@@ -58,6 +59,17 @@ func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Al
 			continue // runs nowhere: left out, as in Makespan
 		}
 		b.effectiveRow(i, []int{z}, []float64{-r / scale}, 0, Inf)
+		rows++
+	}
+	if rows == 0 {
+		// Every job with steps left runs nowhere: nothing to allocate
+		// (and z alone would be unbounded).
+		a := b.allocation(p, name, make([]float64, b.lp.NumColumns()))
+		var err error
+		if a.Objective, err = Makespan(p, a); err != nil {
+			return nil, err
+		}
+		return a, nil
 	}
 	a, err := b.solve(p, name)
 	if err != nil {
