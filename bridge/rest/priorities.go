@@ -36,6 +36,11 @@ func parseJobsReply[J, R any](rsp *http.Response, parse func(*http.Response) (R,
 	if err != nil {
 		return none, jobsExtra{}, err
 	}
+	if rsp.StatusCode == http.StatusOK {
+		if err := hasJobsList(body); err != nil {
+			return none, jobsExtra{}, err
+		}
+	}
 	decode := func(b []byte) (R, error) {
 		rsp.Body = io.NopCloser(bytes.NewReader(b))
 		return parse(rsp)
@@ -54,6 +59,22 @@ func parseJobsReply[J, R any](rsp *http.Response, parse func(*http.Response) (R,
 		return none, jobsExtra{}, err
 	}
 	return r, extra, nil
+}
+
+// hasJobsList checks that a jobs reply carries its "jobs" list, empty or
+// not: a reply without one (another shape, a proxy's empty object, null)
+// is no answer, and taken for an empty queue it would make every managed
+// job vanish.
+func hasJobsList(body []byte) error {
+	var reply map[string]json.RawMessage
+	if err := json.Unmarshal(body, &reply); err != nil {
+		return nil // not an object: the generated decoder says why
+	}
+	list, ok := reply["jobs"]
+	if !ok || bytes.Equal(bytes.TrimSpace(list), []byte("null")) {
+		return errors.New(`slurmrestd's jobs reply has no "jobs" list`)
+	}
+	return nil
 }
 
 // splitJobs decodes each record of a jobs reply's "jobs" list as J, and

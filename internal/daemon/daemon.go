@@ -141,10 +141,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 		start := d.Clock.Now()
 		d.RunRound(work)
 		next := start.Add(d.Core.Settings().Round)
+		var looked time.Time
 		for {
 			wake := next
 			if g := d.Core.NextGraceEnd(d.Clock.Now()); !g.IsZero() && g.Before(wake) {
 				wake = g
+			}
+			if !looked.IsZero() && wake.Before(looked.Add(minLookInterval)) {
+				// A look that could not act (Slurm did not answer, the job
+				// was missing from its answer) leaves its deadline due:
+				// looking again at once would spin.
+				wake = looked.Add(minLookInterval)
+				if next.Before(wake) {
+					wake = next
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -155,9 +165,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 				break
 			}
 			d.RunGraces(work)
+			looked = d.Clock.Now()
 		}
 	}
 }
+
+// minLookInterval is the least time between two looks between rounds.
+const minLookInterval = 5 * time.Second
 
 // RoundReport is the figures of one round, as logged.
 type RoundReport struct {
@@ -273,7 +287,12 @@ func (d *Daemon) write(ctx context.Context, snap *bridge.Snapshot, start time.Ti
 	rep.Actions, rep.Failed, journaled = d.apply(ctx, res.Round, res.Actions)
 	t1 := d.Clock.Now()
 	if journaled {
-		d.persist(*res)
+		if !d.DryRun {
+			// A dry run keeps what it decided in memory only: its holds
+			// and grace periods were never sent, and a real run restored
+			// from the store must not take them for sent.
+			d.persist(*res)
+		}
 		if d.Measured != nil {
 			for _, id := range res.Forget {
 				d.Measured.Forget(id)

@@ -190,6 +190,11 @@ type Core struct {
 	// released are the releases of daemon holds on jobs that stopped
 	// being managed this round (syncJobs), sent with the round's actions.
 	released []Action
+	// releasedUnseen are the releases of daemon holds on jobs forgotten
+	// because two answers in a row did not show them (forgetUnseen).
+	releasedUnseen []Action
+	// unseenSent are those the last Step sent, queued again by Abandon.
+	unseenSent []Action
 	// releasing are the releases of c.released the last Step sent, by
 	// job: put back in the queue when they did not land (NotApplied,
 	// Abandon), since nothing else remembers those jobs.
@@ -378,6 +383,12 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		if c.restored.Rounds != nil {
 			c.mech.Load(*c.restored.Rounds)
 		}
+		if c.allocation != nil && c.fallback == "" && c.allocation.Policy != c.set.Policy {
+			// The saved allocation is another policy's (the policy was
+			// changed by a reload or a restart): this round computes the
+			// new one rather than waiting for jobs to arrive or leave.
+			c.mech.NoteEvent(rounds.EventOther)
+		}
 		c.restored = nil
 	}
 	c.account(snap, now)
@@ -432,6 +443,10 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 		}
 	}
 	c.released = nil
+	// Releases of held jobs no answer shows any more go out as they are,
+	// once (Result.Forget forgets the jobs with this round).
+	res.Actions = append(res.Actions, c.releasedUnseen...)
+	c.unseenSent, c.releasedUnseen = c.releasedUnseen, nil
 	c.noteHolds(res.Actions)
 	c.lastRound = now
 	res.Records = c.records(now)

@@ -189,6 +189,17 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 		if js.heldByDaemon {
 			c.releaseUnmanaged(snap, id)
 		}
+		if _, shown := jobByID(snap, id); !shown && js.heldByDaemon {
+			// Held by the daemon and gone from two answers: moved to a
+			// partition the daemon does not read, or Slurm's answers were
+			// broken twice. The record of whose hold it is goes now, so
+			// the hold goes too, sent blind (a job that no longer exists
+			// makes it fail, which is harmless).
+			if jid, err := ParseJobID(id); err == nil {
+				c.releasedUnseen = append(c.releasedUnseen, Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
+					Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts})
+			}
+		}
 		delete(c.jobs, id)
 		forget = append(forget, id)
 	}

@@ -294,7 +294,7 @@ func (c *Core) saveLedgers() {
 	}
 	c.undoTE = maps.Clone(c.teWaits)
 	c.undoTried = maps.Clone(c.teTried)
-	c.releasing = nil
+	c.releasing, c.unseenSent = nil, nil
 }
 
 // undoEntry is a job's ledger and status line before a Step or Graces.
@@ -359,6 +359,7 @@ func (c *Core) Abandon() {
 		c.released = append(c.released, queued...)
 	}
 	c.releasing = nil
+	c.releasedUnseen, c.unseenSent = append(c.releasedUnseen, c.unseenSent...), nil
 	if c.undoTE != nil {
 		c.teWaits, c.undoTE = c.undoTE, nil
 	}
