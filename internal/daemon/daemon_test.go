@@ -998,8 +998,10 @@ func TestAdoptAdminHoldsOnlyInTheFirstRound(t *testing.T) {
 }
 
 // A job preempted in one round and chosen again before its grace period
-// ends keeps running: it is not requeued when the grace period is over.
-func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
+// ends is not left running: its script may have stopped training to wait
+// for the requeue the signal announced. It is requeued when the grace
+// period is over and restarted at once on the type the round keeps it on.
+func TestAJobChosenAgainInItsGracePeriodRestartsAtOnce(t *testing.T) {
 	set := settings()
 	set.DefaultGrace = 30 * time.Second
 	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
@@ -1013,14 +1015,12 @@ func TestPreemptionIsCancelledWhenTheJobIsChosenAgain(t *testing.T) {
 	h.clock.now = h.clock.now.Add(15 * time.Second) // past the grace end
 	n := len(h.slurm.Applied())
 	h.d.RunGraces(context.Background())
-	if got := kinds(h.slurm.Applied()[n:], first); len(got) != 0 {
-		t.Errorf("job chosen again was still requeued: %v", got)
+	if got := kinds(h.slurm.Applied()[n:], first); !slices.Equal(got, []string{"requeue-hold", "release", "set-priority", "begin-now"}) {
+		t.Errorf("job chosen again in its grace period: %v, want its requeue and its restart at once", got)
 	}
-	if j := h.job(first); j.State != bridge.JobRunning {
-		t.Errorf("first job %s, want still running", j.State)
-	}
-	if !h.d.Core.NextGraceEnd(h.clock.now).IsZero() {
-		t.Errorf("a grace period is still pending: %v", h.d.Core.NextGraceEnd(h.clock.now))
+	h.startChosen()
+	if j := h.job(first); j.State != bridge.JobRunning || j.Restarts != 1 {
+		t.Errorf("first job %s after %d restarts, want running again after one", j.State, j.Restarts)
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 //	none ──signal sent (or, for preempt=requeue, decided)──► grace
 //	grace ──grace over, or the job ended by itself──► requeued (requeue-hold sent)
 //	grace ──the job requeued itself──► none (the plan's type is applied)
-//	grace ──chosen again while still running──► none (preemption cancelled)
 //	requeued ──seen pending, or running after a restart──► none
 //
 // What makes it safe whatever the job's script does with the signal: a
@@ -201,12 +200,6 @@ func (c *Core) advance(js *jobState, j bridge.Job, now time.Time, midRound bool)
 		case endedInGrace(j):
 			js.reason = "ended during its grace period (" + string(j.State) + "): requeued, not finished"
 			return c.requeue(js, j, now)
-		case p.forTE != "" && !c.forLiveTE(js) && isRunning(j) && midRound:
-			// The TE job it made room for no longer waits (cancelled,
-			// started elsewhere): no one needs its GPUs. (A round instead
-			// decides it like any preempted job: translate.)
-			js.pre = preemption{}
-			js.reason = "preemption cancelled: the trial-and-error job it made room for no longer waits"
 		case !now.Before(p.start.Add(c.graceOf(js))):
 			return c.requeue(js, j, now)
 		}

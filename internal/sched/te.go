@@ -78,17 +78,6 @@ func (c *Core) forLiveTE(js *jobState) bool {
 	return js.pre.forTE != "" && c.teWaiting(js.pre.forTE)
 }
 
-// teCountsOn reports whether a waiting TE job counts on the GPUs running
-// job j frees by its preemption (it claimed room on j's node).
-func (c *Core) teCountsOn(j bridge.Job) bool {
-	for _, w := range c.teWaits {
-		if slices.Contains(j.RunningNodes, w.node) {
-			return true
-		}
-	}
-	return false
-}
-
 // teWaiting reports whether job id is a TE job waiting for its room.
 func (c *Core) teWaiting(id string) bool {
 	_, ok := c.teWaits[id]

@@ -51,9 +51,9 @@ func TestRoundDoesNotPreemptForAWaitingTEJob(t *testing.T) {
 
 // A TE job cancelled by its owner while its victim runs out its grace
 // period: the room is nobody's any more, so the victim (chosen again by
-// the round) keeps running rather than be requeued for a job that
-// will never start.
-func TestVictimOfACancelledTEJobIsNotRequeued(t *testing.T) {
+// the round) restarts at once on its type after its requeue, instead of
+// waiting for a job that will never start.
+func TestVictimOfACancelledTEJobRestartsAtOnce(t *testing.T) {
 	const be = "gavel: model=resnet50-bs64 preempt=checkpoint grace=10m"
 	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
 	jobs := []bridge.Job{gpus(running(1, be, "a1", "v100", 0), 2)}
@@ -71,8 +71,11 @@ func TestVictimOfACancelledTEJobIsNotRequeued(t *testing.T) {
 	t.Logf("round actions for 1: %q, reason %q, phase %v", actionsOf(res.Actions, 1), c.jobs["1"].reason, c.jobs["1"].pre.phase)
 	end := now.Add(11 * time.Minute)
 	out := c.Graces(snapshot(t, end, nodes, jobs[0], gone), end)
-	if got := actionsOf(out, 1); got != "" {
-		t.Errorf("victim of cancelled TE job 9: %q at the end of its grace period, want it left running", got)
+	// It had the signal, so it is requeued (its script may wait for that),
+	// but restarted at once on the type the round keeps it on rather than
+	// held for a TE job that will never start.
+	if got := actionsOf(out, 1); got != "requeue-hold,set-constraints:v100,release,set-priority,begin-now" {
+		t.Errorf("victim of cancelled TE job 9: %q at the end of its grace period, want its requeue and restart on v100", got)
 	}
 }
 

@@ -38,18 +38,17 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		running := isRunning(j)
 		if js.pre.forTE != "" && !c.forLiveTE(js) {
 			// The TE job it was preempted for no longer waits: an
-			// ordinary preemption from now on, which this round may
-			// cancel.
+			// ordinary preemption from now on, restarted where the
+			// rounds put it.
 			js.pre.forTE = ""
 		}
-		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts &&
-			js.pre.forTE == "" && !c.teCountsOn(j) {
-			// Preempted in an earlier round, chosen again before its
-			// grace period ended: it keeps its GPUs and is not requeued
-			// (it has had the signal, and may have saved a checkpoint it
-			// does not need).
-			js.pre = preemption{}
-			js.reason = "preemption cancelled: " + js.reason
+		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts {
+			// Chosen again before its grace period ended. The preemption
+			// stands: the job has had the signal, and its script may have
+			// stopped training to wait for the requeue, which would then
+			// never come. It is requeued when its grace period ends and
+			// restarted at once on this type, from the checkpoint it saved.
+			js.reason = "restarts on " + d.Type + " once the preemption under way ends: " + js.reason
 		}
 		out = append(out, c.advance(js, j, now, false)...)
 		pending := j.State == bridge.JobPending

@@ -143,8 +143,8 @@ func (s *simulator) finishResult() {
 	}
 	r.JobsMeasured = len(jcts)
 	r.AvgJCT = mean(jcts)
-	r.P50JCT = percentile(jcts, 50)
-	r.P95JCT = percentile(jcts, 95)
+	r.P50JCT = Percentile(jcts, 50)
+	r.P95JCT = Percentile(jcts, 95)
 	r.FTF = summarize(rhos)
 	if s.learn != nil {
 		e := summarize(s.learn.errors)
@@ -210,9 +210,10 @@ func mean(xs []float64) float64 {
 	return sum / float64(len(xs))
 }
 
-// percentile interpolates linearly between closest ranks (numpy's
-// default), so p50 of an even count is the mean of the middle two.
-func percentile(xs []float64, p float64) float64 {
+// Percentile interpolates linearly between closest ranks (numpy's
+// default), so p50 of an even count is the mean of the middle two. Every
+// simulator reports its percentiles this way.
+func Percentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -240,8 +241,8 @@ func summarize(xs []float64) Summary {
 	}
 	return Summary{
 		Mean:     mean(xs),
-		P50:      percentile(xs, 50),
-		P95:      percentile(xs, 95),
+		P50:      Percentile(xs, 50),
+		P95:      Percentile(xs, 95),
 		Max:      slices.Max(xs),
 		AboveOne: float64(above) / float64(len(xs)),
 	}

@@ -329,8 +329,8 @@ func TestPercentile(t *testing.T) {
 		{[]float64{1, 2, 3, 4, 5}, 100, 5},
 	}
 	for _, c := range cases {
-		if got := percentile(c.xs, c.p); !near(got, c.want) {
-			t.Errorf("percentile(%v, %v) = %v, want %v", c.xs, c.p, got, c.want)
+		if got := Percentile(c.xs, c.p); !near(got, c.want) {
+			t.Errorf("Percentile(%v, %v) = %v, want %v", c.xs, c.p, got, c.want)
 		}
 	}
 }

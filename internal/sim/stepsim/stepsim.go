@@ -577,8 +577,7 @@ func (r *run) result() *sim.Result {
 			sum += v
 		}
 		res.AvgJCT = sum / float64(len(jcts))
-		res.P50JCT = jcts[len(jcts)/2]
-		res.P95JCT = jcts[min(len(jcts)-1, int(math.Ceil(0.95*float64(len(jcts))))-1)]
+		res.P50JCT, res.P95JCT = sim.Percentile(jcts, 50), sim.Percentile(jcts, 95)
 	}
 	return res
 }
