@@ -152,6 +152,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("outlier factor %v must be above 1", o.OutlierFactor)
 	case o.OutlierWindow < 1 || o.OutlierMinSamples < 1 || o.MinSupport < 1 || o.Neighbors < 1:
 		return o, errors.New("outlier window, outlier minimum samples, minimum support and neighbors must be positive")
+	case o.OutlierMinSamples > o.OutlierWindow:
+		// The window could never hold enough intervals to judge one: no
+		// outlier would ever be rejected.
+		return o, fmt.Errorf("outlier minimum samples %d exceed the outlier window %d", o.OutlierMinSamples, o.OutlierWindow)
 	case o.Rank < 0 || o.Rank > 4:
 		return o, fmt.Errorf("rank %d is outside 1..4", o.Rank)
 	case o.Ridge < 0 || o.PriorWeight < 0 || o.TagTolerance < 0:
@@ -338,13 +342,14 @@ func (e *Estimator) Rates(key JobKey, types []string, now time.Time) map[string]
 
 // inPolicyRange keeps an estimate within the throughputs the policies
 // take: reports may carry any rate from 0 to 1e9 steps/s, and a speed
-// ratio learned from two extreme ones can overflow (e^711 is +Inf). Zero
-// stays zero: the table's way of saying a model cannot run on a type.
+// ratio learned from two extreme ones can overflow (e^711 is +Inf), or
+// underflow to 0. Only the table's zero stays zero: its way of saying a
+// model cannot run on a type.
 func inPolicyRange(x Estimate) Estimate {
 	v := x.StepsPerSecond
 	switch {
-	case v == 0:
-		return x
+	case v == 0 && x.Source == SourceTable:
+		return x // the table says the model cannot run there
 	case math.IsNaN(v):
 		return Estimate{StepsPerSecond: 1, Source: SourceDefault, Detail: "default: equal on every type (the estimate was not a number)"}
 	case v < policy.MinThroughput:

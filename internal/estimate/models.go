@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,7 +20,7 @@ func (e *Estimator) ModelRates(model string, scale int, types []string, now time
 	p := e.poolProbe(l, model, scale, now)
 	out := make(map[string]Estimate, len(types))
 	for _, t := range types {
-		out[t] = e.rate(l, p, t, now)
+		out[t] = inPolicyRange(e.rate(l, p, t, now))
 	}
 	return p.name, out
 }
@@ -34,7 +36,10 @@ func (e *Estimator) poolProbe(l *learned, model string, scale int, now time.Time
 	}
 	sums := map[string]*measured{}
 	logSum := map[string]float64{}
-	for _, j := range e.jobs {
+	// In job order: the sums must not depend on the map's order, or the
+	// same jobs would give rates that differ in their last bits.
+	for _, jid := range slices.Sorted(maps.Keys(e.jobs)) {
+		j := e.jobs[jid]
 		if j.identity != id || j.scale != scale {
 			continue
 		}

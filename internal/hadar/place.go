@@ -93,11 +93,13 @@ func (id *Idle) Servers() []FreeServer {
 
 // has reports whether every slot is idle.
 func (id *Idle) has(slots []rounds.Slot) bool {
+	seen := make(map[rounds.Slot]bool, len(slots))
 	for _, sl := range slots {
 		i, ok := id.index[sl.Server]
-		if !ok || !slices.Contains(id.servers[i].GPUs, sl.GPU) {
-			return false
+		if !ok || seen[sl] || !slices.Contains(id.servers[i].GPUs, sl.GPU) {
+			return false // a GPU named twice is not two idle GPUs
 		}
+		seen[sl] = true
 	}
 	return true
 }
