@@ -63,6 +63,9 @@ type Daemon struct {
 	queue reportQueue
 	// failedSnapshots counts consecutive rounds without a usable view.
 	failedSnapshots int
+	// strangers are the node names collectors reported as that Slurm
+	// does not know, each warned about once (feed).
+	strangers map[string]bool
 }
 
 // journalRetention is how long finished journal entries are kept for
@@ -147,10 +150,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 			if g := d.Core.NextGraceEnd(d.Clock.Now()); !g.IsZero() && g.Before(wake) {
 				wake = g
 			}
-			if !looked.IsZero() && wake.Before(looked.Add(minLookInterval)) {
-				// A look that could not act (Slurm did not answer, the job
-				// was missing from its answer) leaves its deadline due:
-				// looking again at once would spin.
+			if !looked.IsZero() && !wake.After(looked) {
+				// A deadline the last look should have met is still due:
+				// that look could not act (Slurm did not answer, the job
+				// was missing from its answer), and looking again at once
+				// would spin.
 				wake = looked.Add(minLookInterval)
 				if next.Before(wake) {
 					wake = next

@@ -112,6 +112,16 @@ func (q *reportQueue) drain() []reports.Report {
 // the collector endpoint (reports.NewHandler).
 func (d *Daemon) Receive(r reports.Report) { d.queue.add(r) }
 
+// knownNode reports whether snap has a node of that name.
+func knownNode(snap *bridge.Snapshot, name string) bool {
+	for _, n := range snap.Nodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // feed hands the queued reports to the estimator, each job's rate joined
 // with what Slurm says of the job (its tag's model, its GPU count, when it
 // started): a report about a job Slurm does not show running, on the type
@@ -124,6 +134,15 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		return 0, 0
 	}
 	for _, r := range d.queue.drain() {
+		if len(r.Jobs) > 0 && !knownNode(snap, r.Node) && !d.strangers[r.Node] {
+			// Every report of this collector would be dropped: its host
+			// name is not the Slurm node name (NodeName in slurm.conf).
+			if d.strangers == nil {
+				d.strangers = map[string]bool{}
+			}
+			d.strangers[r.Node] = true
+			d.Log.Warn().Str("node", r.Node).Msg("collector reports as a node Slurm does not know; its reports are dropped: run it with --node set to the node's Slurm name")
+		}
 		for _, rj := range r.Jobs {
 			if rj.StepsPerS == nil {
 				continue

@@ -122,6 +122,11 @@ type jobState struct {
 	// tagEdited is set once the job's comment lost its tag while it ran
 	// (keepsAdmission).
 	tagEdited bool
+	// replayed is set on a job known only from the journal's replay at
+	// start (no saved record) until a snapshot shows it: the hold the
+	// journal says the daemon sent may since have become its user's, so
+	// such a job's hold is never released blind (forgetUnseen).
+	replayed bool
 	// absent is set while the last round's snapshot did not show the job
 	// at all (forgetUnseen).
 	absent bool

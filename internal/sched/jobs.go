@@ -77,6 +77,12 @@ func (c *Core) keepsAdmission(js *jobState, j bridge.Job) bool {
 	if js == nil || j.State == bridge.JobPending || (js.scale == 0 && js.pre.phase == notPreempted) {
 		return false
 	}
+	if js.tag.MixedOK() {
+		// A job on a mix is never preempted anyway, and the rounds read
+		// whether it is on one from its live tag: as an unmanaged job it
+		// keeps its GPUs out of the rounds' cluster.
+		return false
+	}
 	switch c.admit(j).Code {
 	case NoTag, BadTag:
 		if !js.tagEdited {
@@ -172,7 +178,7 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 	for _, id := range c.order {
 		js := c.jobs[id]
 		if seen[id] {
-			js.absent = false
+			js.absent, js.replayed = false, false
 			kept = append(kept, id)
 			continue
 		}
@@ -189,7 +195,7 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 		if js.heldByDaemon {
 			c.releaseUnmanaged(snap, id)
 		}
-		if _, shown := jobByID(snap, id); !shown && js.heldByDaemon {
+		if _, shown := jobByID(snap, id); !shown && js.heldByDaemon && !js.replayed {
 			// Held by the daemon and gone from two answers: moved to a
 			// partition the daemon does not read, or Slurm's answers were
 			// broken twice. The record of whose hold it is goes now, so
@@ -288,7 +294,7 @@ func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record)
 			}
 			// A job that arrived in the round the crash cut short: the
 			// journal is all that says the hold is the daemon's.
-			js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}}
+			js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}, replayed: true}
 			c.jobs[e.JobID] = js
 			c.order = append(c.order, e.JobID)
 		}

@@ -316,6 +316,12 @@ func (c *Core) NotApplied(actions []Action) {
 			// next round (or look) decides again.
 			if js, u := c.jobs[a.Job.String()], c.undo[a.Job.String()]; js != nil && u.pre.phase == notPreempted {
 				js.pre, js.decision, js.reason = u.pre, u.decision, u.reason
+				if a.ForTE != "" && !c.anyVictimOf(a.ForTE) {
+					// The TE job's room will not free: its claim goes, so
+					// the next look chooses again.
+					delete(c.teWaits, a.ForTE)
+					delete(c.teTried, a.ForTE)
+				}
 			}
 		}
 		held, changes := holdOwnership(a.Kind)

@@ -78,6 +78,16 @@ func (c *Core) forLiveTE(js *jobState) bool {
 	return js.pre.forTE != "" && c.teWaiting(js.pre.forTE)
 }
 
+// anyVictimOf reports whether some job is being preempted for TE job te.
+func (c *Core) anyVictimOf(te string) bool {
+	for _, js := range c.jobs {
+		if js.pre.forTE == te && js.pre.phase != notPreempted {
+			return true
+		}
+	}
+	return false
+}
+
 // teWaiting reports whether job id is a TE job waiting for its room.
 func (c *Core) teWaiting(id string) bool {
 	_, ok := c.teWaits[id]
