@@ -19,6 +19,14 @@ if ! getent passwd "$user" >/dev/null 2>&1; then
 	fi
 fi
 
+# Earlier packages made /run/gavel-slurm the daemon's runtime directory,
+# owned by its user. It is the Prolog's now, which writes there as root and
+# refuses a directory anyone else owns: give it back to root (a reboot
+# would too, /run being a tmpfs).
+if [ -d /run/gavel-slurm ] && [ ! -L /run/gavel-slurm ] && [ "$(stat -c %u /run/gavel-slurm)" != 0 ]; then
+	chown root:root /run/gavel-slurm && chmod 0755 /run/gavel-slurm || true
+fi
+
 # Services are left disabled (the site configures Slurm's side first, see
 # /usr/share/doc/gavel-slurm/packaging.md), but an upgrade restarts the
 # ones that run, so that they run the new binary. A restart is safe at any
