@@ -9,12 +9,12 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 )
 
-type countingSlurm struct {
+type snapshotCounter struct {
 	*fake.Slurm
 	reads int
 }
 
-func (s *countingSlurm) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
+func (s *snapshotCounter) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	s.reads++
 	return s.Slurm.Snapshot(ctx)
 }
@@ -45,7 +45,7 @@ func TestConfiguredPollShorterThanFiveSecondsIsKept(t *testing.T) {
 	h := newHarnessWith(t, set, t.TempDir(), "a1:v100:1")
 	h.submit(resnet, 1)
 	h.submit(resnet, 1)
-	cs := &countingSlurm{Slurm: h.slurm}
+	cs := &snapshotCounter{Slurm: h.slurm}
 	h.d.Slurm = cs
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
