@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -84,5 +86,19 @@ func TestDaemonStartsDespiteOneDamagedJobRecord(t *testing.T) {
 	if _, err := New(Deps{Core: core, Slurm: h.slurm, Store: h.store, Board: &api.Board{},
 		Log: zerolog.New(io.Discard), Clock: h.clock}); err != nil {
 		t.Errorf("daemon does not start: %v", err)
+	}
+}
+
+// A status with no job (a round whose snapshot failed, an empty queue)
+// lists no job as an empty list, not null.
+func TestStatusListsAreNeverNull(t *testing.T) {
+	data, err := json.Marshal(statusDoc(sched.View{Round: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"jobs":[]`, `"types":[]`} {
+		if !strings.Contains(string(data), key) {
+			t.Errorf("status document %s: want %s", data, key)
+		}
 	}
 }

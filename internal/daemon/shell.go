@@ -84,7 +84,11 @@ func statusDoc(v sched.View) api.Status {
 		Number: v.Round, Policy: v.Policy, Started: v.Started, LengthSeconds: v.Length.Seconds(),
 		NextAt: v.Started.Add(v.Length), AllocationComputed: v.AllocationComputed,
 		AllocationFallback: v.AllocationFallback, Skipped: v.Skipped,
-	}, Warnings: v.Warnings}
+	}, Warnings: v.Warnings,
+		// Empty lists, not null, when there is nothing to show (a round
+		// with no job, or whose snapshot failed): `jq '.jobs[]'` and the
+		// like must not break on them.
+		Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}
 	for _, jv := range v.Jobs {
 		st.Jobs = append(st.Jobs, jobStatus(jv))
 	}
