@@ -372,10 +372,11 @@ func (p *shellParts) showStandby(cfg *config.Config, why string) {
 		Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
 }
 
-// becomeActive publishes that the daemon runs rounds; its first round
-// replaces the empty status at once.
+// becomeActive publishes that the daemon runs rounds: until its first
+// round replaces it, status says the configured policy and round length
+// (and no job yet) rather than an empty round 0.
 func (p *shellParts) becomeActive(cfg *config.Config) {
-	if p.board.Standby() != "" {
+	if p.board.Standby() != "" || p.board.Status().Round.Number == 0 {
 		p.board.Publish(api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
 			DryRun: cfg.Scheduler.DryRun}, Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
 	}

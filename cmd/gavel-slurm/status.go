@@ -51,7 +51,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	for {
-		if rc := statusOnce(*server, *asJSON, f, stdout, stderr); rc != 0 || *watch == 0 {
+		// While watching, a failed fetch (a daemon restarting, one 503)
+		// is said on stderr and the watch goes on.
+		if rc := statusOnce(*server, *asJSON, f, stdout, stderr); *watch == 0 {
 			return rc
 		}
 		time.Sleep(*watch)
@@ -67,6 +69,12 @@ func statusOnce(server string, asJSON bool, f statusFilter, stdout, stderr io.Wr
 		return 1
 	}
 	if asJSON && f.empty() {
+		if !json.Valid(body) {
+			// Something else answers on the daemon's address (a proxy's
+			// page, another service): not passed on as if it were status.
+			fmt.Fprintf(stderr, "status: decode the daemon's answer: the answer from %s is not JSON: %.80q\n", server, body)
+			return 1
+		}
 		stdout.Write(body)
 		return 0
 	}
@@ -98,13 +106,14 @@ type statusFilter struct {
 func (f statusFilter) empty() bool { return f.users == "" && f.states == "" && f.types == "" }
 
 func (f statusFilter) apply(jobs []api.JobStatus) []api.JobStatus {
-	users, states, types := splitSet(f.users), splitSet(strings.ToUpper(f.states)), splitSet(f.types)
-	var out []api.JobStatus
+	users, states, types := splitSet(f.users), splitSet(strings.ToUpper(f.states)), splitSet(strings.ToLower(f.types))
+	out := []api.JobStatus{} // a list, empty or not, in --json
+
 	for _, j := range jobs {
 		if users != nil && !users[j.User] || states != nil && !states[j.State] {
 			continue
 		}
-		if types != nil && !types[j.GPUType] && !allocatedOn(j, types) {
+		if types != nil && !types[strings.ToLower(j.GPUType)] && !allocatedOn(j, types) {
 			continue
 		}
 		out = append(out, j)
@@ -114,7 +123,7 @@ func (f statusFilter) apply(jobs []api.JobStatus) []api.JobStatus {
 
 func allocatedOn(j api.JobStatus, types map[string]bool) bool {
 	for t, share := range j.Allocation {
-		if share > 0 && types[t] {
+		if share > 0 && types[strings.ToLower(t)] {
 			return true
 		}
 	}

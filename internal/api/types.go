@@ -87,7 +87,7 @@ type JobStatus struct {
 	// never), its tag's or the site's default.
 	Preempt string `json:"preempt,omitempty"`
 	// Grace says where a preemption in progress stands ("grace until
-	// 09:01:05", "requeued"); empty otherwise.
+	// 2025-03-01T09:01:05Z", RFC 3339, or "requeued"); empty otherwise.
 	Grace string `json:"grace,omitempty"`
 	// StepsDone is the cumulative step count the job last reported
 	// through its progress file; absent when it reported none.
