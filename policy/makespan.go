@@ -37,43 +37,31 @@ func minMakespan(p *Problem, name string, tput throughputFunc, packed bool) (*Al
 	if err != nil {
 		return nil, err
 	}
-	// Scale steps so z is of order 1 whatever the units: z' = z·scale.
-	scale := 0.0
-	for i := range p.Jobs {
-		scale = math.Max(scale, p.Jobs[i].StepsRemaining)
-	}
-	if scale == 0 {
-		// Nothing left to run: the makespan is 0 for any allocation.
-		a := b.allocation(p, name, make([]float64, b.lp.NumColumns()))
-		return a, nil
-	}
-	z := b.lp.AddColumn(0, Inf, 1)
-	b.lp.Maximize()
-	rows := 0
+	// The jobs with steps left that can run somewhere (a job that runs
+	// nowhere is left out, as in Makespan).
+	var rows []int
+	scale := 0.0 // steps scaled so z is of order 1 whatever the units: z' = z·scale
 	for i := range p.Jobs {
 		r := p.Jobs[i].StepsRemaining
-		if r <= 0 {
-			continue
+		scale = math.Max(scale, r)
+		if r > 0 && len(b.effCols[i]) > 0 {
+			rows = append(rows, i)
 		}
-		if len(b.effCols[i]) == 0 {
-			continue // runs nowhere: left out, as in Makespan
-		}
-		b.effectiveRow(i, []int{z}, []float64{-r / scale}, 0, Inf)
-		rows++
 	}
-	if rows == 0 {
-		// Every job with steps left runs nowhere: nothing to allocate
-		// (and z alone would be unbounded).
-		a := b.allocation(p, name, make([]float64, b.lp.NumColumns()))
-		var err error
-		if a.Objective, err = Makespan(p, a); err != nil {
+	var a *Allocation
+	if len(rows) == 0 {
+		// Nothing left that can run: nothing to allocate (and z alone
+		// would be unbounded).
+		a = b.allocation(p, name, make([]float64, b.lp.NumColumns()))
+	} else {
+		z := b.lp.AddColumn(0, Inf, 1)
+		b.lp.Maximize()
+		for _, i := range rows {
+			b.effectiveRow(i, []int{z}, []float64{-p.Jobs[i].StepsRemaining / scale}, 0, Inf)
+		}
+		if a, err = b.solve(p, name); err != nil {
 			return nil, err
 		}
-		return a, nil
-	}
-	a, err := b.solve(p, name)
-	if err != nil {
-		return nil, err
 	}
 	if a.Objective, err = Makespan(p, a); err != nil {
 		return nil, err

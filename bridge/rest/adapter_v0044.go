@@ -89,6 +89,9 @@ func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
 	if err := errorsV0044(r.StatusCode(), r.JSON200.Errors); err != nil {
 		return nil, err
 	}
+	if r.JSON200.Jobs == nil {
+		return nil, errNoJobsList
+	}
 	out := make([]rawJob, 0, len(r.JSON200.Jobs)+len(extra.unreadable))
 	for _, j := range r.JSON200.Jobs {
 		raw := rawJob{

@@ -36,11 +36,6 @@ func parseJobsReply[J, R any](rsp *http.Response, parse func(*http.Response) (R,
 	if err != nil {
 		return none, jobsExtra{}, err
 	}
-	if rsp.StatusCode == http.StatusOK {
-		if err := hasJobsList(body); err != nil {
-			return none, jobsExtra{}, err
-		}
-	}
 	decode := func(b []byte) (R, error) {
 		rsp.Body = io.NopCloser(bytes.NewReader(b))
 		return parse(rsp)
@@ -61,21 +56,11 @@ func parseJobsReply[J, R any](rsp *http.Response, parse func(*http.Response) (R,
 	return r, extra, nil
 }
 
-// hasJobsList checks that a jobs reply carries its "jobs" list, empty or
-// not: a reply without one (another shape, a proxy's empty object, null)
-// is no answer, and taken for an empty queue it would make every managed
-// job vanish.
-func hasJobsList(body []byte) error {
-	var reply map[string]json.RawMessage
-	if err := json.Unmarshal(body, &reply); err != nil {
-		return nil // not an object: the generated decoder says why
-	}
-	list, ok := reply["jobs"]
-	if !ok || bytes.Equal(bytes.TrimSpace(list), []byte("null")) {
-		return errors.New(`slurmrestd's jobs reply has no "jobs" list`)
-	}
-	return nil
-}
+// errNoJobsList is a jobs reply without its "jobs" list, empty or not
+// (another shape, a proxy's empty object, null): no answer, since taken
+// for an empty queue it would make every managed job vanish. The decoder
+// leaves the list nil only then.
+var errNoJobsList = errors.New(`slurmrestd's jobs reply has no "jobs" list`)
 
 // splitJobs decodes each record of a jobs reply's "jobs" list as J, and
 // returns the reply with only the records that decode (their priority

@@ -367,9 +367,16 @@ func (p *shellParts) showStandby(cfg *config.Config, why string) {
 	p.active.Store(false)
 	p.board.SetStandby(why)
 	p.metrics.SetActive(false)
-	p.board.Publish(api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
-		DryRun: cfg.Scheduler.DryRun, Skipped: "standby: " + why, Standby: true},
-		Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
+	st := configuredStatus(cfg)
+	st.Round.Skipped, st.Round.Standby = "standby: "+why, true
+	p.board.Publish(st, api.Allocation{})
+}
+
+// configuredStatus is the status a daemon shows before its first round:
+// the configured policy and round length, and no job yet.
+func configuredStatus(cfg *config.Config) api.Status {
+	return api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
+		DryRun: cfg.Scheduler.DryRun}, Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}
 }
 
 // becomeActive publishes that the daemon runs rounds: until its first
@@ -377,8 +384,7 @@ func (p *shellParts) showStandby(cfg *config.Config, why string) {
 // (and no job yet) rather than an empty round 0.
 func (p *shellParts) becomeActive(cfg *config.Config) {
 	if p.board.Standby() != "" || p.board.Status().Round.Number == 0 {
-		p.board.Publish(api.Status{Round: api.Round{Policy: cfg.Scheduler.Policy, LengthSeconds: cfg.Scheduler.Round.Seconds(),
-			DryRun: cfg.Scheduler.DryRun}, Jobs: []api.JobStatus{}, Types: []api.TypeSummary{}}, api.Allocation{})
+		p.board.Publish(configuredStatus(cfg), api.Allocation{})
 	}
 	p.board.SetStandby("")
 	p.metrics.SetActive(true)

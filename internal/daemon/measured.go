@@ -112,16 +112,6 @@ func (q *reportQueue) drain() []reports.Report {
 // the collector endpoint (reports.NewHandler).
 func (d *Daemon) Receive(r reports.Report) { d.queue.add(r) }
 
-// knownNode reports whether snap has a node of that name.
-func knownNode(snap *bridge.Snapshot, name string) bool {
-	for _, n := range snap.Nodes {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // feed hands the queued reports to the estimator, each job's rate joined
 // with what Slurm says of the job (its tag's model, its GPU count, when it
 // started): a report about a job Slurm does not show running, on the type
@@ -134,7 +124,7 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		return 0, 0
 	}
 	for _, r := range d.queue.drain() {
-		if len(r.Jobs) > 0 && !knownNode(snap, r.Node) && !d.strangers[r.Node] {
+		if _, known := snap.Node(r.Node); len(r.Jobs) > 0 && !known && !d.strangers[r.Node] {
 			// Every report of this collector would be dropped: its host
 			// name is not the Slurm node name (NodeName in slurm.conf).
 			if d.strangers == nil {

@@ -160,15 +160,7 @@ func TestFillProperties(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen := map[rounds.Slot]string{}
-		for _, p := range out {
-			for _, sl := range p.Slots {
-				if o, dup := seen[sl]; dup {
-					t.Fatalf("seed %d: slot %v to %s and %s", seed, sl, o, p.Job)
-				}
-				seen[sl] = p.Job
-			}
-		}
+		noSlotTwice(t, fmt.Sprintf("seed %d", seed), out)
 	}
 }
 
@@ -182,11 +174,18 @@ func TestFillPreviousDuplicateSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	noSlotTwice(t, "previous slot twice", out)
+}
+
+// noSlotTwice fails the test when two placements (or one, twice) hold the
+// same GPU.
+func noSlotTwice(t *testing.T, what string, out []Placement) {
+	t.Helper()
 	seen := map[rounds.Slot]string{}
 	for _, p := range out {
 		for _, sl := range p.Slots {
 			if o, dup := seen[sl]; dup {
-				t.Fatalf("slot %v booked by %s and %s: %+v", sl, o, p.Job, out)
+				t.Fatalf("%s: slot %v booked by %s and %s: %+v", what, sl, o, p.Job, out)
 			}
 			seen[sl] = p.Job
 		}

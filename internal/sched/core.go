@@ -19,7 +19,9 @@ package sched
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -192,18 +194,13 @@ type Core struct {
 	// ratesSig is the description the jobs' rates were last refreshed
 	// against (refreshRates).
 	typesSig, ratesSig string
-	// released are the releases of daemon holds on jobs that stopped
-	// being managed this round (syncJobs), sent with the round's actions.
-	released []Action
-	// releasedUnseen are the releases of daemon holds on jobs forgotten
-	// because two answers in a row did not show them (forgetUnseen).
-	releasedUnseen []Action
-	// unseenSent are those the last Step sent, queued again by Abandon.
-	unseenSent []Action
-	// releasing are the releases of c.released the last Step sent, by
-	// job: put back in the queue when they did not land (NotApplied,
-	// Abandon), since nothing else remembers those jobs.
-	releasing map[bridge.JobID][]Action
+	// released are the releases of daemon holds on jobs the core stopped
+	// tracking (forgetUnseen), waiting for the next Step to send them.
+	released []queuedRelease
+	// releaseSent are those the last Step sent: queued again when they
+	// were not journaled (Abandon) or Slurm refused them (NotApplied),
+	// since nothing else remembers those jobs.
+	releaseSent []queuedRelease
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
 	adopted bool
@@ -414,11 +411,9 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	}
 	res.Fallback = c.fallback
 
-	if c.set.TrialAndError.Enabled {
-		c.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
-	}
+	c.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
 	running := c.running(snap, now)
-	for id := range c.teWaits {
+	for _, id := range slices.Sorted(maps.Keys(c.teWaits)) {
 		// A TE job waiting for the room made for it is placed already:
 		// the round must not choose it again, which would preempt other
 		// jobs to make room for it a second time.
@@ -438,20 +433,13 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	res.Actions = c.applyMixes(snap, res.Actions)
 	// Releases found in a round that stopped early wait for this one;
 	// only those whose job is still held go out.
-	for _, a := range c.released {
-		if j, ok := snap.Job(a.Job); ok && j.State == bridge.JobPending && j.Held && c.jobs[a.Job.String()] == nil {
-			res.Actions = append(res.Actions, a)
-			if c.releasing == nil {
-				c.releasing = map[bridge.JobID][]Action{}
-			}
-			c.releasing[a.Job] = append(c.releasing[a.Job], a)
+	for _, r := range c.released {
+		if r.due(snap, c) {
+			res.Actions = append(res.Actions, r.Action)
+			c.releaseSent = append(c.releaseSent, r)
 		}
 	}
 	c.released = nil
-	// Releases of held jobs no answer shows any more go out as they are,
-	// once (Result.Forget forgets the jobs with this round).
-	res.Actions = append(res.Actions, c.releasedUnseen...)
-	c.unseenSent, c.releasedUnseen = c.releasedUnseen, nil
 	c.noteHolds(res.Actions)
 	c.lastRound = now
 	res.Records = c.records(now)
@@ -477,6 +465,25 @@ func (c *Core) MechanismState(key, gpuType string) (rounds.State, error) {
 	return c.mech.State(key, gpuType)
 }
 
+// queuedRelease is a release (or the constraint change before it) of a
+// daemon hold on a job the core no longer tracks. A blind one is for a job
+// no answer showed twice (moved out of the managed partitions): it goes
+// out once, as it is; the others only while Slurm shows the job pending
+// and held, and the core has not taken it up again.
+type queuedRelease struct {
+	Action
+	blind bool
+}
+
+// due says whether the release still has to go out against snap.
+func (r queuedRelease) due(snap *bridge.Snapshot, c *Core) bool {
+	if r.blind {
+		return true
+	}
+	j, ok := snap.Job(r.Job)
+	return ok && j.State == bridge.JobPending && j.Held && c.jobs[r.Job.String()] == nil
+}
+
 // Tracks reports whether the core keeps a record of job id: a managed job
 // from its first round until it is forgotten.
 func (c *Core) Tracks(id string) bool { return c.jobs[id] != nil }
@@ -489,12 +496,10 @@ func (c *Core) Solve(p *policy.Problem) (*policy.Allocation, error) {
 	return allocateWith(c.pol, p)
 }
 
-// allocateWith runs pol on p, turning a panic inside the policy into an
-// error: a policy that breaks on some problem must cost the daemon that
-// allocation, not its life (a daemon restarted on the same jobs would only
-// break again).
+// allocateWith runs pol on p, its errors named after it. (A panic in it
+// is contained by guardedSolve, where the round calls every solver.)
 func allocateWith(pol policy.Policy, p *policy.Problem) (*policy.Allocation, error) {
-	a, err := guardedSolve(pol.Allocate, p)
+	a, err := pol.Allocate(p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.Name(), err)
 	}

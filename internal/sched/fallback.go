@@ -52,7 +52,7 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 	}
 	// Policies do not change their problem, so the stand-in takes the
 	// same one.
-	alloc, err = allocateWith(c.standIn, problem)
+	alloc, err = guardedSolve(func(p *policy.Problem) (*policy.Allocation, error) { return allocateWith(c.standIn, p) }, problem)
 	if err == nil {
 		err = c.mech.SetAllocation(alloc, nowS)
 	}
@@ -82,8 +82,11 @@ func retryDelay(round time.Duration, n int) time.Duration {
 	return min(d, maxRetryDelay)
 }
 
-// guardedSolve calls solve, turning a panic into an error (Core.Solve
-// guards itself through allocateWith; a Solver from elsewhere may not).
+// guardedSolve calls solve, turning a panic into an error: a policy that
+// breaks on some problem must cost the daemon that allocation, not its
+// life (a daemon restarted on the same jobs would only break again).
+// reallocate calls every solver, the configured policy's and the
+// stand-in's, through it.
 func guardedSolve(solve Solver, p *policy.Problem) (a *policy.Allocation, err error) {
 	defer func() {
 		if r := recover(); r != nil {

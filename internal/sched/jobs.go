@@ -183,7 +183,8 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 			continue
 		}
 		c.unschedule(js, now)
-		if _, shown := jobByID(snap, id); !shown && !js.absent {
+		_, shown := jobByID(snap, id)
+		if !shown && !js.absent {
 			// Missing from this answer without Slurm saying it ended: one
 			// partial reply must not forget a job with its grace period
 			// or the daemon's hold. It is forgotten when the next round
@@ -195,15 +196,15 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 		if js.heldByDaemon {
 			c.releaseUnmanaged(snap, id)
 		}
-		if _, shown := jobByID(snap, id); !shown && js.heldByDaemon && !js.replayed {
+		if !shown && js.heldByDaemon && !js.replayed {
 			// Held by the daemon and gone from two answers: moved to a
 			// partition the daemon does not read, or Slurm's answers were
 			// broken twice. The record of whose hold it is goes now, so
 			// the hold goes too, sent blind (a job that no longer exists
 			// makes it fail, which is harmless).
 			if jid, err := ParseJobID(id); err == nil {
-				c.releasedUnseen = append(c.releasedUnseen, Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
-					Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts})
+				c.released = append(c.released, queuedRelease{blind: true, Action: Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
+					Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts}})
 			}
 		}
 		delete(c.jobs, id)
@@ -231,7 +232,7 @@ func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
 	_, why := c.eligible(j)
 	queue := func(a bridge.Action, prefix string) {
 		a.Job = jid
-		c.released = append(c.released, Action{Action: a, Why: prefix + why, Restarts: j.Restarts})
+		c.released = append(c.released, queuedRelease{Action: Action{Action: a, Why: prefix + why, Restarts: j.Restarts}})
 	}
 	if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
 		if want := strings.Join(own, "&"); want != j.Constraints {

@@ -287,7 +287,7 @@ func (c *Core) saveLedgers() {
 	}
 	c.undoTE = maps.Clone(c.teWaits)
 	c.undoTried = maps.Clone(c.teTried)
-	c.releasing, c.unseenSent = nil, nil
+	c.releaseSent = nil
 }
 
 // undoEntry is a job's ledger and status line before a Step or Graces.
@@ -333,11 +333,13 @@ func (c *Core) NotApplied(actions []Action) {
 			js.heldByDaemon = !held // as it was before the action
 			continue
 		}
-		if queued, ok := c.releasing[a.Job]; ok {
-			// The release of a job the daemon no longer manages: queued
-			// again, for the next round to send if the job is still held.
-			c.released = append(c.released, queued...)
-			delete(c.releasing, a.Job)
+		// The release of a job the daemon no longer tracks: queued again,
+		// for the next round to send if the job is still held (a blind
+		// one Slurm refused was for a job that is gone).
+		for _, r := range c.releaseSent {
+			if r.Job == a.Job && !r.blind {
+				c.released = append(c.released, r)
+			}
 		}
 	}
 }
@@ -352,13 +354,9 @@ func (c *Core) Abandon() {
 		}
 	}
 	c.undo = nil
-	// Releases of jobs the step stopped managing: the jobs are forgotten,
+	// Releases of jobs the step stopped tracking: the jobs are forgotten,
 	// so only the queue brings their releases back.
-	for _, queued := range c.releasing {
-		c.released = append(c.released, queued...)
-	}
-	c.releasing = nil
-	c.releasedUnseen, c.unseenSent = append(c.releasedUnseen, c.unseenSent...), nil
+	c.released, c.releaseSent = append(c.released, c.releaseSent...), nil
 	if c.undoTE != nil {
 		c.teWaits, c.undoTE = c.undoTE, nil
 	}

@@ -80,22 +80,46 @@ func shapeFor(job bridge.JobID, parts []hadar.Part, gpus int) bridge.Action {
 // constraints are read this way; for any other job such an expression is
 // the user's.
 func isMixConstraint(c string, isType func(string) bool) bool {
-	typeTerm := func(term string) bool { return isType(strings.TrimSpace(term)) }
-	if inner, ok := strings.CutPrefix(c, "["); ok {
-		inner, ok = strings.CutSuffix(inner, "]")
-		if !ok || inner == "" {
+	_, ok := mixTypes(c, isType)
+	return ok
+}
+
+// mixTypes lists the GPU types of a mix constraint (see isMixConstraint),
+// each once; ok is false for any other constraint.
+func mixTypes(c string, isType func(string) bool) (types []string, ok bool) {
+	add := func(term string) bool {
+		name := strings.TrimSpace(term)
+		if !isType(name) {
 			return false
 		}
-		for _, term := range strings.Split(inner, "&") {
-			name, count, ok := strings.Cut(term, "*")
-			if n, err := strconv.Atoi(count); !ok || err != nil || n < 1 || !typeTerm(name) {
-				return false
-			}
+		if !slices.Contains(types, name) {
+			types = append(types, name)
 		}
 		return true
 	}
+	if inner, ok := strings.CutPrefix(c, "["); ok {
+		inner, ok = strings.CutSuffix(inner, "]")
+		if !ok || inner == "" {
+			return nil, false
+		}
+		for _, term := range strings.Split(inner, "&") {
+			name, count, ok := strings.Cut(term, "*")
+			if n, err := strconv.Atoi(count); !ok || err != nil || n < 1 || !add(name) {
+				return nil, false
+			}
+		}
+		return types, true
+	}
 	terms := strings.Split(c, "|")
-	return len(terms) > 1 && !slices.ContainsFunc(terms, func(t string) bool { return !typeTerm(t) })
+	if len(terms) < 2 {
+		return nil, false
+	}
+	for _, t := range terms {
+		if !add(t) {
+			return nil, false
+		}
+	}
+	return types, true
 }
 
 // inMixShape reports whether pending job j carries a request the daemon

@@ -55,7 +55,7 @@ func TestSelfRequeuedJobThatFinishedItsNextRunIsNotRequeued(t *testing.T) {
 // requeuehold` in its script, or Slurm's RequeueExitHold) keeps that
 // hold: the daemon never releases a hold it did not send.
 func TestSelfRequeueHoldIsNotReleased(t *testing.T) {
-	c, now := movedInGrace(t)
+	c, now, _ := movedInGrace(t)
 	userHeld := pending(1, tag)
 	userHeld.Restarts, userHeld.Held, userHeld.Reason = 1, true, "JobHeldUser"
 	at := now.Add(10 * time.Second)
@@ -66,30 +66,11 @@ func TestSelfRequeueHoldIsNotReleased(t *testing.T) {
 	}
 }
 
-// movedInGrace sets up job 1 running on the k80, preempted to move to the
-// v100 (grace period of a minute started at the returned time).
-func movedInGrace(t *testing.T) (*Core, time.Time) {
-	t.Helper()
-	moved := running(1, tag, "b1", "k80", 0)
-	moved.StartTime = epoch
-	set := refillSettings()
-	set.MinRunTime, set.DefaultGrace = 0, time.Minute
-	c := newCore(t, set)
-	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-	c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
-	now := epoch.Add(20 * time.Second)
-	c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
-	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
-		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
-	}
-	return c, now
-}
-
 // A failed requeue-hold and the release sent after it (so never sent)
 // leave the job with no hold of the daemon's: a hold its owner puts on it
 // later is the owner's, and no round releases it.
 func TestFailedRequeueChainOwnsNoHold(t *testing.T) {
-	c, now := movedInGrace(t)
+	c, now, _ := movedInGrace(t)
 	moved := running(1, tag, "b1", "k80", 0)
 	moved.StartTime = epoch
 	at := now.Add(61 * time.Second)

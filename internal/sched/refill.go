@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -246,7 +245,8 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			}
 		}
 	}
-	for id, t := range starting {
+	for _, id := range slices.Sorted(maps.Keys(starting)) { // claims in a fixed order
+		t := starting[id]
 		j, ok := snap.Job(id)
 		if !ok {
 			continue
@@ -261,15 +261,16 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		}
 		chosen := j.Priority >= RunPriority
 		t := c.requestedType(j)
+		mix, isMix := mixTypes(j.Constraints, c.isGPUType)
 		switch {
 		case t != "" && chosen:
 			reserve(t, j)
 		case t != "":
 			c.claim(r, t, j)
-		case isMixConstraint(j.Constraints, c.isGPUType):
+		case isMix:
 			// Shaped for a mix of types: Slurm starts it once every part
 			// fits, so none of those types is free for others.
-			for _, typ := range mixTypes(j.Constraints, c.isGPUType) {
+			for _, typ := range mix {
 				r.clear(typ)
 			}
 		default:
@@ -312,17 +313,4 @@ func (r *freeRoom) clear(t string) {
 	for _, n := range r.nodes[t] {
 		n.free = 0
 	}
-}
-
-// mixTypes lists the GPU types a mix constraint names ("[k80*1&v100*1]"
-// or "k80|v100").
-func mixTypes(constraint string, isType func(string) bool) []string {
-	var out []string
-	for _, term := range strings.FieldsFunc(constraint, func(r rune) bool { return strings.ContainsRune("[]&|", r) }) {
-		name, _, _ := strings.Cut(term, "*")
-		if name = strings.TrimSpace(name); isType(name) && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out
 }

@@ -215,16 +215,7 @@ func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
 		"requeued itself":     {job: requeued, want1: "set-constraints:v100"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			set := refillSettings()
-			set.MinRunTime, set.DefaultGrace = 0, time.Minute
-			c := newCore(t, set)
-			nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-			c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
-			now := epoch.Add(20 * time.Second)
-			r2 := c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
-			if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
-				t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
-			}
+			c, now, r2 := movedInGrace(t)
 			jobs := []bridge.Job{tc.job}
 			for _, id := range []bridge.JobID{2, 3} {
 				j := held(id, tag)
@@ -297,4 +288,24 @@ func TestRefreshBetweenRounds(t *testing.T) {
 	if _, ok := c.Refresh(snapshot(t, now, nodes, pending(4, tag)), epoch); ok {
 		t.Error("a view refreshed from a snapshot that lost every managed job")
 	}
+}
+
+// movedInGrace sets up job 1 running on the k80, preempted to move to the
+// v100 (grace period of a minute started at the returned time), with jobs
+// 2 and 3 arrived; it returns the core, that time and the second round.
+func movedInGrace(t *testing.T) (*Core, time.Time, Result) {
+	t.Helper()
+	moved := running(1, tag, "b1", "k80", 0)
+	moved.StartTime = epoch
+	set := refillSettings()
+	set.MinRunTime, set.DefaultGrace = 0, time.Minute
+	c := newCore(t, set)
+	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
+	c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
+	now := epoch.Add(20 * time.Second)
+	res := c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
+	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
+		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
+	}
+	return c, now, res
 }

@@ -94,7 +94,8 @@ func (c *Core) teWaiting(id string) bool {
 	return ok
 }
 
-// trialAndError makes room for waiting TE jobs against a fresh snapshot:
+// trialAndError makes room for waiting TE jobs against a fresh snapshot
+// (whose claims Graces brought up to date):
 // for each managed class=te job that is pending with no claim yet, FitGpp
 // chooses best-effort jobs to preempt (each gets its grace period, then is
 // requeued held, to wait for a round), and the TE job is made eligible on
@@ -111,7 +112,6 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 		// lost many jobs at once: no preemption starts on it.
 		return nil
 	}
-	c.refreshTEClaims(snap, now)
 	chooser := tepreempt.FitGpp{Weight: c.set.TrialAndError.Weight, MaxPreemptions: c.set.TrialAndError.MaxPreemptions}
 	var out []Action
 	for _, j := range snap.Jobs {
