@@ -216,6 +216,10 @@ type Core struct {
 	// mixes are the mixes of GPU types chosen this round for waiting
 	// mixed=ok jobs, by job id (mixed.go).
 	mixes map[string]mixChoice
+	// preemptionOff says why no new preemption may start ("" when they
+	// may): the shell has not proven that its requeues work. Every job
+	// not already being preempted is then treated as preempt=never.
+	preemptionOff string
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -452,6 +456,19 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 
 // runPriority is the priority this daemon gives jobs it chooses.
 func (c *Core) runPriority() int64 { return RunPriority + int64(c.set.Instance) }
+
+// SetPreemptionOff stops (a non-empty why) or allows (why "") new
+// preemptions from the next Step or Graces on: while they are off every
+// job not already being preempted is treated as preempt=never, so no
+// grace signal goes out and no running job is requeued for another.
+// Preemptions already under way go on (their jobs had the signal and
+// must still be requeued). The shell turns them off while it cannot
+// prove that a requeue would work: a job told to checkpoint and exit
+// that is then not requeued ends for good.
+func (c *Core) SetPreemptionOff(why string) { c.preemptionOff = why }
+
+// PreemptionOff is why new preemptions are off, "" when they are allowed.
+func (c *Core) PreemptionOff() string { return c.preemptionOff }
 
 // Settings returns the settings the step runs with.
 func (c *Core) Settings() Settings { return c.set }

@@ -99,8 +99,12 @@ func isRunning(j bridge.Job) bool {
 }
 
 // modeOf is how a job takes preemption: never for a job Slurm may not
-// requeue, else its tag's mode, else the site's default, else never.
+// requeue, or while preemptions are off and the job's has not started,
+// else its tag's mode, else the site's default, else never.
 func (c *Core) modeOf(js *jobState) bridge.PreemptMode {
+	if c.preemptionOff != "" && js.pre.phase == notPreempted {
+		return bridge.PreemptNever
+	}
 	if js.noRequeue {
 		// A requeue would fail and the preemption would end the job.
 		return bridge.PreemptNever

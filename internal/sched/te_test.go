@@ -24,6 +24,8 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 		enabled bool
 		maxPre  int
 		minRun  time.Duration
+		// off turns preemption off (the shell could not prove requeues).
+		off     string
 		running []bridge.Job
 		want    map[bridge.JobID]string // actions by job between rounds
 		wantWhy map[bridge.JobID]string // a word of the status reason
@@ -50,6 +52,11 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 			running: []bridge.Job{twoGPUs(running(1, beNever, "a1", "v100", 0)), twoGPUs(running(2, beNever, "a1", "v100", 0))},
 			want:    map[bridge.JobID]string{1: "", 2: "", 9: ""},
 		},
+		"preemption off: no victim, the TE job waits": {
+			enabled: true, off: "scontrol not found",
+			running: []bridge.Job{twoGPUs(running(1, beCheckpoint, "a1", "v100", 0)), twoGPUs(running(2, beRequeue, "a1", "v100", 0))},
+			want:    map[bridge.JobID]string{1: "", 2: "", 9: ""},
+		},
 		"jobs inside their minimum run time are spared": {
 			enabled: true, minRun: time.Hour,
 			running: []bridge.Job{twoGPUs(running(1, beCheckpoint, "a1", "v100", 0)), twoGPUs(running(2, beRequeue, "a1", "v100", 0))},
@@ -62,6 +69,7 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 			set.MinRunTime = tc.minRun
 			set.TrialAndError = TESettings{Enabled: tc.enabled, Weight: 4, MaxPreemptions: tc.maxPre, Poll: 5 * time.Second}
 			c := newCore(t, set)
+			c.SetPreemptionOff(tc.off)
 			nodes := []bridge.Node{node("a1", "v100", 4, 4)}
 			c.Step(snapshot(t, epoch, nodes, tc.running...), epoch, c.Solve)
 

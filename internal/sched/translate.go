@@ -73,6 +73,9 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 				// Pinned in the plan; reached only if Slurm shows it
 				// somewhere the mechanism could not see. Never stopped.
 				js.decision, js.reason = rounds.Keep.String(), "kept running: it cannot be preempted (preempt=never)"
+				if c.preemptionOff != "" {
+					js.reason = "kept running: preemption is off: " + c.preemptionOff
+				}
 			case running && js.pre.phase == notPreempted:
 				preemptions++
 				out = append(out, c.startPreemption(js, j, d.Type, now)...)
