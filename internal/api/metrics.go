@@ -24,6 +24,9 @@ type Metrics struct {
 	reports       *prometheus.CounterVec
 	active        prometheus.Gauge
 	fallback      prometheus.Gauge
+	preemptionOn  prometheus.Gauge
+	requeueFail   prometheus.Gauge
+	requeueWait   prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -61,9 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gavel_slurm_active", Help: "1 while this daemon holds the state and runs rounds, 0 while it waits as a standby for another one."}),
 		fallback: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gavel_slurm_allocation_fallback", Help: "1 while the allocation in use is the stand-in's equal shares because the configured policy failed (status says how), else 0."}),
+		preemptionOn: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_preemption_enabled", Help: "1 while new preemptions may start (the requeue path is proven), else 0 (status says why)."}),
+		requeueFail: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_requeue_path_failing", Help: "1 while the last check of the requeue path, or a requeue, failed (preemption is off and /healthz is not ok), else 0."}),
+		requeueWait: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_requeue_waiting_jobs", Help: "Jobs already signalled for preemption whose requeue failed and is being retried."}),
 	}
 	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
-		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active, m.fallback)
+		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active, m.fallback,
+		m.preemptionOn, m.requeueFail, m.requeueWait)
 	return m
 }
 
@@ -111,11 +121,10 @@ func (m *Metrics) CountPreemption() { m.preemptions.Inc() }
 // of s. Series of jobs that are gone are dropped, so finished jobs do not
 // linger in Prometheus.
 func (m *Metrics) ObserveStatus(s Status) {
-	if s.Round.AllocationFallback != "" {
-		m.fallback.Set(1)
-	} else {
-		m.fallback.Set(0)
-	}
+	m.fallback.Set(boolGauge(s.Round.AllocationFallback != ""))
+	m.preemptionOn.Set(boolGauge(s.Preemption.Enabled))
+	m.requeueFail.Set(boolGauge(s.Preemption.Failing))
+	m.requeueWait.Set(float64(len(s.Preemption.Waiting)))
 	m.jobs.Reset()
 	m.jobAllocation.Reset()
 	m.jobReceived.Reset()
@@ -140,6 +149,13 @@ func (m *Metrics) ObserveStatus(s Status) {
 		m.allocatedGPUs.WithLabelValues(ts.Type).Set(ts.AllocatedGPUs)
 		m.busyGPUs.WithLabelValues(ts.Type).Set(float64(ts.Busy))
 	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func sortedKeys(m map[string]float64) []string {

@@ -19,6 +19,45 @@ type Status struct {
 	// Warnings are problems outside any one job (a node whose GPUs
 	// cannot be read, left out of scheduling).
 	Warnings []string `json:"warnings,omitempty"`
+	// Preemption says whether the daemon may preempt running jobs now.
+	Preemption Preemption `json:"preemption"`
+}
+
+// Preemption is whether the daemon may preempt, and why not. The daemon
+// signals no job for preemption until it has proven that the requeue
+// that must follow would work: a job told to checkpoint and exit that is
+// then not requeued ends for good.
+type Preemption struct {
+	// Enabled is set while new preemptions may start. While it is not,
+	// pending jobs are still scheduled but every running job is treated
+	// as preempt=never; preemptions already under way still end in their
+	// requeue.
+	Enabled bool `json:"enabled"`
+	// Path is how requeues are sent: "slurmrestd v0.0.45" or
+	// "scontrol (/usr/bin/scontrol)".
+	Path string `json:"path,omitempty"`
+	// Reason says why preemption is off; empty while it is on.
+	Reason string `json:"reason,omitempty"`
+	// Failing is set when a check of the requeue path or a requeue
+	// failed (not merely "not proven yet"); /healthz is then not ok.
+	Failing bool `json:"failing,omitempty"`
+	// CheckedAt is when the requeue path was last checked; zero before
+	// the first check.
+	CheckedAt time.Time `json:"checked_at"`
+	// Waiting are the jobs already signalled whose requeue failed: each
+	// is tried again every round while Slurm keeps its record, and
+	// preemption stays off until one of them (or, once none waits, a
+	// check) succeeds.
+	Waiting []RequeueWaiting `json:"waiting,omitempty"`
+}
+
+// RequeueWaiting is a preempted job whose requeue failed.
+type RequeueWaiting struct {
+	JobID string `json:"job_id"`
+	// Error is the last requeue's error.
+	Error string `json:"error"`
+	// Since is when its requeue first failed.
+	Since time.Time `json:"since"`
 }
 
 // Round describes the last round.

@@ -66,6 +66,11 @@ type Daemon struct {
 	// strangers are the node names collectors reported as that Slurm
 	// does not know, each warned about once (feed).
 	strangers map[string]bool
+	// gate allows preemptions only while requeues are known to work
+	// (requeuegate.go).
+	gate *requeueGate
+	// lastSkipped is why the last round sent nothing, for /healthz.
+	lastSkipped string
 }
 
 // journalRetention is how long finished journal entries are kept for
@@ -120,7 +125,8 @@ func New(deps Deps) (*Daemon, error) {
 		deps.Log.Error().Str("entry", c.String()).Msg("journal entry cannot be read; skipped")
 	}
 	deps.Core.RestoreJournal(journalEntries(entries), restored)
-	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent"}
+	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm)}
+	deps.Core.SetPreemptionOff(d.gate.offReason())
 	if deps.DryRun {
 		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
 	}
@@ -207,6 +213,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		if taken, dropped := d.feed(snap); taken+dropped > 0 {
 			d.Log.Info().Int("taken", taken).Int("dropped", dropped).Msg("collector measurements")
 		}
+		d.checkRequeuePath(ctx, snap)
 	}
 	res, solve := d.step(snap, snapErr, start, &rep)
 	if res.Skipped == "" {
@@ -313,12 +320,10 @@ func (d *Daemon) write(ctx context.Context, snap *bridge.Snapshot, start time.Ti
 // publish hands the round's status and allocation to the API, health and
 // metrics.
 func (d *Daemon) publish(res Result, rep RoundReport, solve time.Duration) {
-	if d.failedSnapshots >= unhealthyAfter {
-		d.Board.SetHealth(fmt.Errorf("%d rounds in a row without a usable Slurm view: %s", d.failedSnapshots, res.Skipped))
-	} else {
-		d.Board.SetHealth(nil)
-	}
+	d.lastSkipped = res.Skipped
+	d.publishHealth()
 	status := statusDoc(res.View)
+	status.Preemption = d.gate.doc()
 	status.Round.DurationSeconds = rep.Duration.Seconds()
 	status.Round.SolveSeconds = solve.Seconds()
 	status.Round.DryRun = d.DryRun
@@ -353,6 +358,7 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
 		return
 	}
+	d.checkRequeuePath(ctx, snap)
 	actions := d.Core.Graces(snap, d.Clock.Now())
 	if len(actions) == 0 {
 		return
@@ -381,6 +387,7 @@ func (d *Daemon) republish(snap *bridge.Snapshot) {
 	}
 	st := statusDoc(v)
 	st.Round = last.Round
+	st.Preemption = d.gate.doc()
 	d.Board.Publish(st, d.Board.Allocation())
 	if d.Metrics != nil {
 		d.Metrics.ObserveStatus(st)
@@ -452,6 +459,9 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		}
 	}
 	d.Core.NotApplied(missed)
+	for _, r := range b.requeues {
+		d.requeueSettled(r.job, r.err)
+	}
 	if err := d.journal.Settle(b.outcomes, d.Clock.Now()); err != nil {
 		// The entries stay pending; the next round's reconciliation
 		// finds their effects in Slurm and settles them.
@@ -483,6 +493,13 @@ type batchSend struct {
 
 	mu           sync.Mutex
 	sent, failed int
+	// requeues are the outcomes of the requeues sent, for the gate.
+	requeues []requeueOutcome
+}
+
+type requeueOutcome struct {
+	job bridge.JobID
+	err error
 }
 
 // perJob sends each job's actions in order, several jobs at once; after
@@ -521,6 +538,9 @@ func (b *batchSend) settle(i int, err error) string {
 	b.sent++
 	if err != nil {
 		b.failed++
+	}
+	if isRequeue(a.Kind) {
+		b.requeues = append(b.requeues, requeueOutcome{a.Job, err})
 	}
 	b.mu.Unlock()
 	if err != nil {
@@ -601,7 +621,11 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 				break
 			}
 			resent++
-			if sendErr := d.out.Apply(ctx, r.Action.Action); sendErr != nil {
+			sendErr := d.out.Apply(ctx, r.Action.Action)
+			if isRequeue(r.Action.Kind) {
+				d.requeueSettled(r.Action.Job, sendErr)
+			}
+			if sendErr != nil {
 				broken[r.Action.Job] = true
 				missed = append(missed, r.Action)
 				d.count(r.Action, "failed")
@@ -640,3 +664,55 @@ func (d *Daemon) persist(res Result) {
 
 // pruneEvery is how many rounds pass between journal prunings.
 const pruneEvery = 10
+
+// checkRequeuePath checks the requeue path against snap while it is not
+// proven, and tells the core whether preemptions may start. A dry run
+// checks too (the check changes no job), so that an admin trying the
+// daemon out sees a broken path before going live.
+func (d *Daemon) checkRequeuePath(ctx context.Context, snap *bridge.Snapshot) {
+	if d.gate.check(ctx, snap, d.Clock.Now()) {
+		d.logGate()
+	}
+	d.Core.SetPreemptionOff(d.gate.offReason())
+}
+
+// requeueSettled hands the gate the outcome of a requeue that was sent.
+// A dry run sends nothing, so its "successes" prove nothing.
+func (d *Daemon) requeueSettled(job bridge.JobID, err error) {
+	if d.DryRun {
+		return
+	}
+	if d.gate.settled(job, err, d.Clock.Now()) {
+		d.logGate()
+	}
+	d.Core.SetPreemptionOff(d.gate.offReason())
+}
+
+// logGate says that the gate changed, in the log and /healthz: at error level when requeues fail,
+// since jobs may be stranded and no preemption happens until fixed.
+func (d *Daemon) logGate() {
+	d.publishHealth()
+	p := d.gate.doc()
+	switch {
+	case p.Enabled:
+		d.Log.Info().Str("requeue_path", p.Path).Msg("requeue path proven: preemption is on")
+	case p.Failing:
+		d.Log.Error().Str("requeue_path", p.Path).Int("waiting_jobs", len(p.Waiting)).Str("why", p.Reason).
+			Msg("preemption is off: no job is signalled until a requeue works again")
+	default:
+		d.Log.Warn().Str("requeue_path", p.Path).Str("why", p.Reason).Msg("preemption is off until the requeue path is proven")
+	}
+}
+
+// publishHealth sets /healthz: not ok after unhealthyAfter rounds in a
+// row without a usable view of Slurm, or while requeues fail.
+func (d *Daemon) publishHealth() {
+	var problems []error
+	if d.failedSnapshots >= unhealthyAfter {
+		problems = append(problems, fmt.Errorf("%d rounds in a row without a usable Slurm view: %s", d.failedSnapshots, d.lastSkipped))
+	}
+	if err := d.gate.health(); err != nil {
+		problems = append(problems, err)
+	}
+	d.Board.SetHealth(errors.Join(problems...))
+}

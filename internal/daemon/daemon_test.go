@@ -48,6 +48,10 @@ type harness struct {
 	// set is the core's settings, settings() unless a test changes them
 	// (newHarnessWith).
 	set Settings
+	// checker, when set, makes the daemon's Slurm a bridge.RequeueChecker
+	// that answers with it (requeuegate_test.go); without it the fake
+	// cannot check and is trusted.
+	checker *fakeChecker
 }
 
 func settings() Settings {
@@ -97,7 +101,11 @@ func (h *harness) restart() {
 	}
 	h.board = &api.Board{}
 	h.reg = prometheus.NewRegistry()
-	h.d, err = New(Deps{Core: core, Slurm: h.slurm, Store: h.store, Board: h.board,
+	var slurm bridge.Slurm = h.slurm
+	if h.checker != nil {
+		slurm = checkingSlurm{h.slurm, h.checker}
+	}
+	h.d, err = New(Deps{Core: core, Slurm: slurm, Store: h.store, Board: h.board,
 		Metrics: api.NewMetrics(h.reg), Log: zerolog.New(io.Discard), Clock: h.clock, DryRun: h.dryRun})
 	if err != nil {
 		h.t.Fatal(err)
