@@ -1,7 +1,7 @@
 // Package rest reads and changes Slurm through slurmrestd: it implements
 // bridge.Reader and bridge.Actuator with SchedMD's generated API clients,
-// picks the newest API version the server offers, authenticates with a JWT
-// read from a file, and runs scontrol for the actions slurmrestd lacks
+// picks the newest API version the server offers (v0.0.42 to v0.0.45),
+// authenticates with a JWT read from a file, and runs scontrol for the actions slurmrestd lacks
 // (requeue) and for updating many jobs in one call (holds and releases).
 package rest
 
@@ -38,7 +38,7 @@ type Config struct {
 	// ReadTimeout bounds the snapshot's reads of nodes and jobs
 	// (default 60s): their cost grows with every job slurmctld keeps.
 	ReadTimeout time.Duration
-	// Versions restricts the API versions to try, such as ["v0.0.41"];
+	// Versions restricts the API versions to try, such as ["v0.0.42"];
 	// empty means every supported one, newest first.
 	Versions []string
 	// Scontrol is the scontrol command used for requeue and for holding or
@@ -65,11 +65,16 @@ type adapter interface {
 
 type adapterFactory func(server string, doer *http.Client, auth func(context.Context, *http.Request) error) (adapter, error)
 
-// supported lists the API versions this package speaks, newest first.
+// supported lists the API versions this package speaks, newest first:
+// v0.0.42 to v0.0.45 cover Slurm 24.11 (v0.0.40-42), 25.05 (v0.0.40-43),
+// 25.11 (v0.0.41-44) and 26.05 (v0.0.42-45).
 var supported = []struct {
 	version string
 	build   adapterFactory
 }{
+	{"v0.0.45", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
+		return newAdapterV0045(s, d, a)
+	}},
 	{"v0.0.44", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
 		return newAdapterV0044(s, d, a)
 	}},
@@ -78,9 +83,6 @@ var supported = []struct {
 	}},
 	{"v0.0.42", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
 		return newAdapterV0042(s, d, a)
-	}},
-	{"v0.0.41", func(s string, d *http.Client, a func(context.Context, *http.Request) error) (adapter, error) {
-		return newAdapterV0041(s, d, a)
 	}},
 }
 

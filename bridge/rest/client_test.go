@@ -153,7 +153,7 @@ func TestSnapshotConvertsReplies(t *testing.T) {
 		t.Fatalf("negotiated %s", snap.APIVersion)
 	}
 	// The server offers v0.0.42 only: newer versions are probed and skipped.
-	if f.requests[0] != "GET /slurm/v0.0.44/ping" || f.requests[2] != "GET /slurm/v0.0.42/ping" {
+	if f.requests[0] != "GET /slurm/v0.0.45/ping" || f.requests[3] != "GET /slurm/v0.0.42/ping" {
 		t.Fatalf("negotiation requests %v", f.requests)
 	}
 	if len(snap.Nodes) != 2 {
@@ -188,13 +188,16 @@ func TestSnapshotConvertsReplies(t *testing.T) {
 
 func TestVersionRestrictionAndNoCommonVersion(t *testing.T) {
 	f := &fakeRestd{t: t}
-	c, _ := newTestClient(t, f, func(cfg *Config) { cfg.Versions = []string{"v0.0.41"} })
+	c, _ := newTestClient(t, f, func(cfg *Config) { cfg.Versions = []string{"v0.0.43"} })
 	_, err := c.Snapshot(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "serves none of v0.0.41") {
+	if err == nil || !strings.Contains(err.Error(), "serves none of v0.0.43") {
 		t.Fatalf("error %v", err)
 	}
-	if _, err := New(Config{URL: "http://x", UserName: "u", TokenFile: "f", Versions: []string{"v0.0.39"}}); err == nil {
-		t.Fatal("an unsupported version was accepted")
+	// v0.0.41 was dropped with slurm-client v1.2.0.
+	for _, v := range []string{"v0.0.39", "v0.0.41"} {
+		if _, err := New(Config{URL: "http://x", UserName: "u", TokenFile: "f", Versions: []string{v}}); err == nil {
+			t.Fatalf("the unsupported version %s was accepted", v)
+		}
 	}
 }
 

@@ -3,6 +3,38 @@ package rest
 // The adapters of the other slurmrestd API versions are copies of
 // adapter_v0042.go with the version renamed. Edit adapter_v0042.go, then
 // run `go generate ./bridge/rest`; TestGeneratedAdaptersAreCurrent fails
-// while a generated file lags behind.
+// while a generated file lags behind. What one version has and the others
+// lack goes in a hand-written file.
+//
+// Renaming is enough because, in slurm-client v1.2.0's generated types and
+// OpenAPI specs (api/v0042 to api/v0045), every field the adapters read or
+// write has the same JSON name and type in v0.0.42, v0.0.43, v0.0.44 and
+// v0.0.45:
+//
+//   - job records: job_id, user_name, account, qos, name, partition,
+//     job_state (base state then flags), state_reason, tres_per_node,
+//     tres_per_job (GRES strings), features (the constraint), restart_cnt,
+//     hold, requeue, comment, node_count, priority (a uint32 no-val struct
+//     whose number is still int32 in all four: see clampPriority),
+//     submit_time, start_time, gres_detail, job_resources.nodes.allocation;
+//   - node records: name, gres, gres_used, partitions, features, state;
+//   - job updates: priority, hold, constraints, minimum_nodes,
+//     maximum_nodes, tres_per_node, tres_per_job, begin_time;
+//   - DELETE job with signal and flags=FULL_JOB (the same flag list), ping,
+//     and the errors[] entries.
+//
+// What differs between the versions, none of it read here:
+//
+//   - job_state gains EXPEDITING in v0.0.44; node state gains BLOCKED and
+//     EXTERNAL in v0.0.44, POWER_DOWN_ASAP and POWER_DOWN_FORCE in v0.0.45
+//     (states pass through as strings);
+//   - v0.0.43 on document that the no-val time structs also accept time
+//     strings; descriptions are reworded ("Comma-separated");
+//   - the ping record drops the deprecated pinged and mode fields and gains
+//     status in v0.0.45;
+//   - v0.0.45 adds GET /slurm/v0.0.45/job/{job_id}/requeue (query flags
+//     Incomplete, Hold, SpecialExit) and POST /slurm/v0.0.45/jobs/requeue,
+//     answered with a status[] of per-job results and errors[]. No earlier
+//     version can requeue, so requeues go through scontrol there.
 
 //go:generate sh gen_adapters.sh
