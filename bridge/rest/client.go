@@ -1,8 +1,9 @@
 // Package rest reads and changes Slurm through slurmrestd: it implements
 // bridge.Reader and bridge.Actuator with SchedMD's generated API clients,
 // picks the newest API version the server offers (v0.0.42 to v0.0.45),
-// authenticates with a JWT read from a file, and runs scontrol for the actions slurmrestd lacks
-// (requeue) and for updating many jobs in one call (holds and releases).
+// authenticates with a JWT read from a file, requeues through slurmrestd
+// where the version serves it (v0.0.45) and with scontrol otherwise, and
+// runs scontrol to update many jobs in one call (holds and releases).
 package rest
 
 import (
@@ -41,8 +42,10 @@ type Config struct {
 	// Versions restricts the API versions to try, such as ["v0.0.42"];
 	// empty means every supported one, newest first.
 	Versions []string
-	// Scontrol is the scontrol command used for requeue and for holding or
-	// releasing many jobs at once (default "scontrol").
+	// Scontrol is the scontrol command used for requeue when the API
+	// version has no requeue endpoint (before v0.0.45), and for holding or
+	// releasing many jobs at once (default "scontrol"). Without it, holds
+	// and releases go through slurmrestd one by one.
 	Scontrol string
 	// HTTPClient replaces the default HTTP client (tests).
 	HTTPClient *http.Client
@@ -51,6 +54,9 @@ type Config struct {
 	// Run replaces running a command (tests): it gets the program and its
 	// arguments and returns the combined output.
 	Run func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// LookPath replaces exec.LookPath (tests), to find Scontrol. When Run
+	// is replaced and LookPath is not, every command is taken as found.
+	LookPath func(file string) (string, error)
 }
 
 // adapter is one API version's client, reduced to what the bridge needs.
@@ -100,9 +106,19 @@ type Client struct {
 	cfg      Config
 	token    *tokenFile
 	adapters []adapter
+	// whoami names the user running scontrol (os/user; tests replace it).
+	whoami func() (string, error)
 
-	mu     sync.Mutex
-	chosen adapter
+	// negotiating serializes negotiations; mu guards chosen alone, so
+	// that reading it never waits for a negotiation.
+	negotiating sync.Mutex
+	mu          sync.Mutex
+	chosen      adapter
+
+	scontrolMu sync.Mutex
+	// scontrolFound is Config.Scontrol as found by LookPath ("" until
+	// found).
+	scontrolFound string
 }
 
 // New checks the configuration and prepares the clients; it does not
@@ -133,12 +149,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.LookPath == nil {
+		cfg.LookPath = exec.LookPath
+		if cfg.Run != nil {
+			cfg.LookPath = func(file string) (string, error) { return file, nil }
+		}
+	}
 	if cfg.Run == nil {
 		cfg.Run = func(ctx context.Context, name string, args ...string) ([]byte, error) {
 			return exec.CommandContext(ctx, name, args...).CombinedOutput()
 		}
 	}
-	c := &Client{cfg: cfg, token: &tokenFile{path: cfg.TokenFile}}
+	c := &Client{cfg: cfg, token: &tokenFile{path: cfg.TokenFile}, whoami: osUserName}
 	server := strings.TrimRight(cfg.URL, "/")
 	for _, s := range supported {
 		if len(cfg.Versions) > 0 && !slices.Contains(cfg.Versions, s.version) {
@@ -176,13 +198,24 @@ func (c *Client) APIVersion(ctx context.Context) (string, error) {
 	return a.version(), nil
 }
 
+// current returns the negotiated version's adapter, nil before a
+// negotiation.
+func (c *Client) current() adapter {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.chosen
+}
+
 // adapter returns the negotiated version's adapter: the newest whose ping
 // is served. A version the server does not offer answers 404.
 func (c *Client) adapter(ctx context.Context) (adapter, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.chosen != nil {
-		return c.chosen, nil
+	if a := c.current(); a != nil {
+		return a, nil
+	}
+	c.negotiating.Lock()
+	defer c.negotiating.Unlock()
+	if a := c.current(); a != nil {
+		return a, nil
 	}
 	var tried []string
 	for _, a := range c.adapters {
@@ -196,7 +229,9 @@ func (c *Client) adapter(ctx context.Context) (adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("negotiate API version: ping %s: %w", a.version(), err)
 		}
+		c.mu.Lock()
 		c.chosen = a
+		c.mu.Unlock()
 		return a, nil
 	}
 	return nil, fmt.Errorf("negotiate API version: slurmrestd at %s serves none of %s", c.cfg.URL, strings.Join(tried, ", "))
@@ -306,14 +341,13 @@ func (c *Client) Apply(ctx context.Context, act bridge.Action) error {
 }
 
 func (c *Client) apply(ctx context.Context, act bridge.Action) error {
+	switch act.Kind {
+	case bridge.ActRequeue, bridge.ActRequeueHold:
+		// Bounds each of its calls itself: it may fall back to scontrol.
+		return c.requeue(ctx, act.Job, act.Kind == bridge.ActRequeueHold)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	switch act.Kind {
-	case bridge.ActRequeue:
-		return c.scontrol(ctx, "requeue", act.Job)
-	case bridge.ActRequeueHold:
-		return c.scontrol(ctx, "requeuehold", act.Job)
-	}
 	a, err := c.adapter(ctx)
 	if err != nil {
 		return err
@@ -406,7 +440,8 @@ var batchVerbs = map[bridge.ActionKind]string{
 // holds and releases are sent with scontrol, a few hundred job ids a call.
 // When such a call fails, its actions are sent again one by one (several
 // requests at a time), so that each job's error is known (holding an
-// already held job succeeds). Other kinds are sent one by one.
+// already held job succeeds). When scontrol is not found they are sent one
+// by one from the start. Other kinds are sent one by one.
 func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
 	errs := make([]error, len(actions))
 	byVerb := map[string][]int{}
@@ -425,6 +460,15 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 			verbs = append(verbs, verb)
 		}
 		byVerb[verb] = append(byVerb[verb], i)
+	}
+	if len(verbs) == 0 {
+		return errs
+	}
+	if _, err := c.scontrolPath(); err != nil {
+		for _, verb := range verbs {
+			c.applyEach(ctx, actions, byVerb[verb], errs)
+		}
+		return errs
 	}
 	for _, verb := range verbs {
 		all := byVerb[verb]
@@ -475,15 +519,22 @@ func (c *Client) scontrolList(ctx context.Context, verb string, ids []string) er
 	list := strings.Join(ids, ",")
 	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, list)
 	if err != nil {
+		c.forgetScontrol(err)
 		return fmt.Errorf("%s %s %d jobs: %w: %s", c.cfg.Scontrol, verb, len(ids), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
 
-// scontrol runs `scontrol VERB JOBID`: slurmrestd 24.11 has no requeue.
+// scontrol runs `scontrol VERB JOBID`: slurmrestd has no requeue before
+// v0.0.45 (Slurm 26.05).
 func (c *Client) scontrol(ctx context.Context, verb string, job bridge.JobID) error {
 	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, job.String())
 	if err != nil {
+		c.forgetScontrol(err)
+		if commandMissing(err) {
+			return fmt.Errorf("%s %s %s: %w (requeues need scontrol while slurmrestd is older than v0.0.45: "+
+				"install Slurm's client commands on this host or set the scontrol path)", c.cfg.Scontrol, verb, job, err)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s %s %s: %w", c.cfg.Scontrol, verb, job, ctx.Err())
 		}

@@ -2,7 +2,7 @@
 # Writes adapter_v00NN.go for each other API version from adapter_v0042.go:
 # for what the adapters use, the generated clients differ only in their
 # names (see generate.go); what one version alone has goes in a hand-written
-# file. Run by `go generate`
+# file (requeue_v0045.go). Run by `go generate`
 # (see generate.go). With a directory argument the files go there instead,
 # which is how the tests check that the committed ones are current.
 set -eu

@@ -4,7 +4,7 @@ package rest
 // adapter_v0042.go with the version renamed. Edit adapter_v0042.go, then
 // run `go generate ./bridge/rest`; TestGeneratedAdaptersAreCurrent fails
 // while a generated file lags behind. What one version has and the others
-// lack goes in a hand-written file.
+// lack goes in a hand-written file (requeue_v0045.go).
 //
 // Renaming is enough because, in slurm-client v1.2.0's generated types and
 // OpenAPI specs (api/v0042 to api/v0045), every field the adapters read or

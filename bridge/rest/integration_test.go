@@ -4,8 +4,11 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,22 +23,35 @@ import (
 //	set -a; . .local/slurm/env; set +a; go test -tags integration ./bridge/...
 //
 // They choose what to check by the API versions the server offers (Slurm
-// 24.11: v0.0.40-42; 26.05: v0.0.42-45), so that they pass on either.
+// 24.11: v0.0.40-42; 26.05: v0.0.42-45), so that they pass on either; the
+// parts that need slurmrestd's requeue (v0.0.45) skip where it is not
+// offered.
 
 func integrationClient(t *testing.T, versions ...string) *Client {
+	t.Helper()
+	return integrationClientWith(t, nil, versions...)
+}
+
+// integrationClientWith is integrationClient with its configuration
+// changed by mutate.
+func integrationClientWith(t *testing.T, mutate func(*Config), versions ...string) *Client {
 	t.Helper()
 	url := os.Getenv("SLURMRESTD_URL")
 	if url == "" {
 		t.Skip("SLURMRESTD_URL is not set: no local Slurm")
 	}
-	c, err := New(Config{
+	cfg := Config{
 		URL:        url,
 		UserName:   os.Getenv("SLURM_USER_NAME"),
 		TokenFile:  os.Getenv("SLURM_JWT_FILE"),
 		Partitions: []string{partition()},
 		Scontrol:   os.Getenv("SCONTROL"),
 		Versions:   versions,
-	})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,6 +74,22 @@ func offeredVersions(t *testing.T) []string {
 		t.Fatalf("slurmrestd offers none of %v", SupportedVersions())
 	}
 	return offered
+}
+
+// requeueVersion is the newest offered API version that serves requeue
+// ("" when none does), and scontrolVersion the newest that does not.
+func requeueVersions(t *testing.T) (requeueVersion, scontrolVersion string) {
+	t.Helper()
+	for _, v := range offeredVersions(t) {
+		_, serves := integrationClient(t, v).adapters[0].(requeuer)
+		switch {
+		case serves && requeueVersion == "":
+			requeueVersion = v
+		case !serves && scontrolVersion == "":
+			scontrolVersion = v
+		}
+	}
+	return requeueVersion, scontrolVersion
 }
 
 func partition() string {
@@ -324,4 +356,263 @@ func TestIntegrationNoRequeueIsRead(t *testing.T) {
 	if j := waitJob(t, c, plain, "visible", func(bridge.Job) bool { return true }); j.NoRequeue {
 		t.Errorf("ordinary job read as not requeueable: %+v", j)
 	}
+}
+
+// Jobs of another user than the bridge's: the requeue check needs one.
+const otherUID = "65534" // nobody
+
+// slurmRoot is the tree the local Slurm's commands run in, read from the
+// wrapper scripts that slurm-up.sh writes.
+func slurmRoot(t *testing.T) string {
+	t.Helper()
+	wrapper := filepath.Join(filepath.Dir(os.Getenv("SCONTROL")), "in-slurm-root")
+	data, err := os.ReadFile(wrapper)
+	if err != nil {
+		t.Skipf("no Slurm root to run commands in: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^root=(\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Skipf("%s names no root=", wrapper)
+	}
+	return string(m[1])
+}
+
+// asUser writes a wrapper that runs a Slurm command inside the Slurm root
+// as user (who must exist there), and returns its path.
+func asUser(t *testing.T, command, user string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("running a command as another user needs root")
+	}
+	root := slurmRoot(t)
+	path := filepath.Join(t.TempDir(), command+"-as-"+user)
+	script := "#!/bin/sh\nexec env -i PATH=/usr/sbin:/usr/bin:/bin SLURM_CONF=/etc/slurm/slurm.conf " +
+		"/usr/sbin/chroot --userspec=" + user + ":" + user + " " + root + " " + command + " \"$@\"\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// heldJobOfAnotherUser submits a held job owned by nobody and returns the
+// snapshot that shows it.
+func heldJobOfAnotherUser(t *testing.T, c *Client, args ...string) (bridge.JobID, *bridge.Snapshot) {
+	t.Helper()
+	id := submit(t, append([]string{"--uid=" + otherUID, "--gid=" + otherUID, "--hold"}, args...)...)
+	waitJob(t, c, id, "pending and held", func(j bridge.Job) bool { return j.State == bridge.JobPending && j.Held })
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, snap
+}
+
+// onlyJob is snap with its jobs cut to id, so that the check asks about
+// the test's own job and no one else's.
+func onlyJob(t *testing.T, snap *bridge.Snapshot, id bridge.JobID) *bridge.Snapshot {
+	t.Helper()
+	j, ok := snap.Job(id)
+	if !ok {
+		t.Fatalf("job %d not in the snapshot", id)
+	}
+	out, err := bridge.NewSnapshot(snap.Taken, snap.APIVersion, snap.Nodes, []bridge.Job{j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// unchanged checks that the probe left the job as it was.
+func unchanged(t *testing.T, c *Client, id bridge.JobID) {
+	t.Helper()
+	snap, err := c.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ok := snap.Job(id)
+	if !ok || j.State != bridge.JobPending || !j.Held || j.Restarts != 0 {
+		t.Fatalf("the probe changed job %d: %+v", id, j)
+	}
+}
+
+// The requeue check passes as root, by the path real requeues take:
+// slurmrestd where v0.0.45 is offered, scontrol on every version before.
+func TestIntegrationCheckRequeuePassesAsRoot(t *testing.T) {
+	requeueVersion, scontrolVersion := requeueVersions(t)
+	cases := map[string]struct {
+		version, path string
+	}{
+		"newest offered": {"", ""},
+		"scontrol":       {scontrolVersion, "scontrol ("},
+		"slurmrestd":     {requeueVersion, "slurmrestd v0.0.45"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if name != "newest offered" && tc.version == "" {
+				t.Skip("no offered API version takes this path")
+			}
+			var c *Client
+			if tc.version == "" {
+				c = integrationClient(t)
+			} else {
+				c = integrationClient(t, tc.version)
+			}
+			plain, _ := heldJobOfAnotherUser(t, c, "--gres=gpu:1")
+			fixed, snap := heldJobOfAnotherUser(t, c, "--gres=gpu:1", "--no-requeue")
+			// A plain job ("pending") and a --no-requeue one ("disabled").
+			for _, id := range []bridge.JobID{plain, fixed} {
+				if err := c.CheckRequeue(context.Background(), onlyJob(t, snap, id)); err != nil {
+					t.Fatalf("CheckRequeue about job %d: %v", id, err)
+				}
+				unchanged(t, c, id)
+			}
+			path := c.RequeuePath()
+			want := tc.path
+			if want == "" {
+				want = "scontrol ("
+				if requeueVersion != "" {
+					want = "slurmrestd " + requeueVersion
+				}
+			}
+			if !strings.HasPrefix(path, want) {
+				t.Errorf("RequeuePath %q, want it to start with %q", path, want)
+			}
+			t.Logf("%s: requeue path proven: %s", c.current().version(), path)
+		})
+	}
+}
+
+// An scontrol without operator rights fails the check, with the reason.
+func TestIntegrationCheckRequeueFailsWithoutOperatorScontrol(t *testing.T) {
+	_, scontrolVersion := requeueVersions(t)
+	if scontrolVersion == "" {
+		t.Skip("every offered API version requeues through slurmrestd")
+	}
+	scontrol := asUser(t, "scontrol", "slurmrestd")
+	c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = scontrol }, scontrolVersion)
+	id, snap := heldJobOfAnotherUser(t, c, "--gres=gpu:1")
+	err := c.CheckRequeue(context.Background(), onlyJob(t, snap, id))
+	if err == nil || !strings.Contains(err.Error(), "may not requeue other users' jobs") ||
+		!strings.Contains(err.Error(), "Access/permission denied for job "+id.String()) {
+		t.Fatalf("CheckRequeue with a non-operator scontrol: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	unchanged(t, c, id)
+
+	// A missing scontrol is reported before any job is asked about.
+	missing := filepath.Join(t.TempDir(), "no-scontrol")
+	c = integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = missing }, scontrolVersion)
+	err = c.CheckRequeue(context.Background(), onlyJob(t, snap, id))
+	if err == nil || !strings.Contains(err.Error(), "not found") || errors.Is(err, bridge.ErrNoRequeueProbe) {
+		t.Fatalf("CheckRequeue with no scontrol: %v", err)
+	}
+}
+
+// A JWT of a non-operator user fails the check through slurmrestd.
+func TestIntegrationCheckRequeueFailsForANonOperatorToken(t *testing.T) {
+	requeueVersion, _ := requeueVersions(t)
+	if requeueVersion == "" {
+		t.Skip("slurmrestd offers no API version with requeue (v0.0.45)")
+	}
+	const user = "slurmrestd"
+	out, err := exec.Command(filepath.Join(filepath.Dir(os.Getenv("SCONTROL")), "in-slurm-root"),
+		"scontrol", "token", "username="+user, "lifespan=600").CombinedOutput()
+	if err != nil {
+		t.Fatalf("scontrol token: %v: %s", err, out)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "jwt")
+	if err := os.WriteFile(tokenFile, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := integrationClient(t, requeueVersion)
+	id, snap := heldJobOfAnotherUser(t, root, "--gres=gpu:1")
+	c, err := New(Config{URL: os.Getenv("SLURMRESTD_URL"), UserName: user, TokenFile: tokenFile,
+		Partitions: []string{partition()}, Versions: []string{requeueVersion}, Scontrol: "/nonexistent/scontrol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckRequeue(context.Background(), onlyJob(t, snap, id))
+	if err == nil || !strings.Contains(err.Error(), "the bridge's user slurmrestd may not requeue other users' jobs") ||
+		!strings.Contains(err.Error(), "[slurm error 2002]") {
+		t.Fatalf("CheckRequeue with a non-operator token: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	unchanged(t, root, id)
+
+	// A token that does not belong to the user named is refused.
+	c, err = New(Config{URL: os.Getenv("SLURMRESTD_URL"), UserName: "root", TokenFile: tokenFile,
+		Partitions: []string{partition()}, Versions: []string{requeueVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckRequeue(context.Background(), onlyJob(t, snap, id))
+	if err == nil || !strings.Contains(err.Error(), "rejected the credentials of user root") {
+		t.Fatalf("CheckRequeue with another user's token: %v", err)
+	}
+	t.Logf("as expected: %v", err)
+	unchanged(t, root, id)
+}
+
+// Requeue and requeue-hold of a running job go through slurmrestd on
+// v0.0.45: scontrol is not even there.
+func TestIntegrationRequeueThroughREST(t *testing.T) {
+	requeueVersion, _ := requeueVersions(t)
+	if requeueVersion == "" {
+		t.Skip("slurmrestd offers no API version with requeue (v0.0.45)")
+	}
+	c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = "/nonexistent/scontrol" }, requeueVersion)
+	if p := c.RequeuePath(); p != "slurmrestd "+requeueVersion {
+		t.Fatalf("RequeuePath %q", p)
+	}
+	ctx := context.Background()
+	id := submit(t, "--uid="+otherUID, "--gid="+otherUID, "--gres=gpu:1", "--comment=gavel: model=a3c")
+	waitJob(t, c, id, "running", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
+	if err := c.Apply(ctx, bridge.Action{Kind: bridge.ActRequeueHold, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, id, "requeued and held", func(j bridge.Job) bool {
+		return j.State == bridge.JobPending && j.Held && j.Restarts == 1 && !slices.Contains(j.StateFlags, "COMPLETING")
+	})
+	for _, a := range []bridge.Action{{Kind: bridge.ActRelease, Job: id}, {Kind: bridge.ActBeginNow, Job: id}} {
+		if err := c.Apply(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJob(t, c, id, "running again", func(j bridge.Job) bool {
+		if j.State == bridge.JobPending && j.Reason == "BeginTime" {
+			_ = c.Apply(ctx, bridge.Action{Kind: bridge.ActBeginNow, Job: id})
+		}
+		return j.State == bridge.JobRunning
+	})
+	if err := c.Apply(ctx, bridge.Action{Kind: bridge.ActRequeue, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, c, id, "requeued, not held", func(j bridge.Job) bool {
+		return j.Restarts == 2 && j.State == bridge.JobPending
+	})
+	if j.Held {
+		t.Errorf("a plain requeue held job %d: %+v", id, j)
+	}
+	// A pending job is refused with Slurm's error, not requeued.
+	err := c.Apply(ctx, bridge.Action{Kind: bridge.ActRequeue, Job: id})
+	if err == nil || !strings.Contains(err.Error(), "[slurm error 2024]") {
+		t.Fatalf("requeue of a pending job: %v", err)
+	}
+}
+
+// Without scontrol, holds and releases of a batch go through slurmrestd.
+func TestIntegrationApplyBatchWithoutScontrol(t *testing.T) {
+	c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = "/nonexistent/scontrol" })
+	a := submit(t, "--hold", "--gres=gpu:1", "--begin=now+1hour")
+	b := submit(t, "--gres=gpu:1", "--begin=now+1hour")
+	waitJob(t, c, a, "visible", func(bridge.Job) bool { return true })
+	waitJob(t, c, b, "visible", func(bridge.Job) bool { return true })
+	errs := c.ApplyBatch(context.Background(), []bridge.Action{{Kind: bridge.ActRelease, Job: a}, {Kind: bridge.ActHold, Job: b}})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitJob(t, c, a, "released", func(j bridge.Job) bool { return !j.Held })
+	waitJob(t, c, b, "held", func(j bridge.Job) bool { return j.Held })
 }
