@@ -212,14 +212,14 @@ func (c *Client) CheckRequeue(ctx context.Context, snap *bridge.Snapshot) error 
 // probeJob picks the job to ask about: pending and held (so that it cannot
 // start meanwhile), not completing, owned by a known user other than self
 // (slurmctld lets users requeue their own jobs, which would prove
-// nothing). Jobs held by an administrator come first, since their owner
-// cannot release them between the snapshot and the probe; then the lowest
-// job id.
+// nothing, except for root, who may requeue any job). Jobs held by an
+// administrator come first, since their owner cannot release them
+// between the snapshot and the probe; then the lowest job id.
 func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
 	var best bridge.Job
 	found := false
 	for _, j := range snap.Jobs {
-		if j.State != bridge.JobPending || !j.Held || j.User == "" || j.User == self ||
+		if j.State != bridge.JobPending || !j.Held || j.User == "" || (j.User == self && self != "root") ||
 			slices.Contains(j.StateFlags, "COMPLETING") {
 			continue
 		}
@@ -230,9 +230,15 @@ func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
 	return best, found
 }
 
+// unusedJobID is a job id above any Slurm gives (MaxJobId is at most
+// 67,043,328), asked about when no job can serve as the probe: slurmctld
+// answers "Invalid job id specified" to anyone, which proves that the
+// path runs and reaches slurmctld but not the rights.
+const unusedJobID bridge.JobID = 2147483632
+
 func noProbe(path, self string) error {
-	return fmt.Errorf("%w (%s acts as user %s; the check needs a pending, held job of any other user)",
-		bridge.ErrNoRequeueProbe, path, self)
+	return fmt.Errorf("%w (%s reaches slurmctld, acting as user %s; proving its rights needs a pending, held job of "+
+		"another user)", bridge.ErrNoRequeueProbe, path, self)
 }
 
 // unexpectedRequeue is the error for a probe that requeued its job.
@@ -246,7 +252,7 @@ func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, 
 	self := c.cfg.UserName
 	job, ok := probeJob(snap, self)
 	if !ok {
-		return noProbe(path, self)
+		job = bridge.Job{ID: unusedJobID, User: "(none)"}
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	err := r.requeue(callCtx, int64(job.ID), false)
@@ -276,6 +282,8 @@ func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, 
 			path, self, re.Status, c.cfg.TokenFile, err)
 	case re.NotFound():
 		return fmt.Errorf("%s does not serve the requeue endpoint (404) at %s: %w", path, c.cfg.URL, err)
+	case re.has(slurmErrInvalidJobID, textInvalidJobID) && !ok:
+		return noProbe(path, self)
 	case re.has(slurmErrInvalidJobID, textInvalidJobID):
 		return fmt.Errorf("%s does not know job %s, which the snapshot showed pending (it may have ended just now; "+
 			"the next check asks about another job): %w", path, job.ID, err)
@@ -298,7 +306,7 @@ func (c *Client) checkScontrolRequeue(ctx context.Context, snap *bridge.Snapshot
 	}
 	job, ok := probeJob(snap, self)
 	if !ok {
-		return noProbe(name, self)
+		job = bridge.Job{ID: unusedJobID, User: "(none)"}
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -329,6 +337,8 @@ func (c *Client) checkScontrolRequeue(ctx context.Context, snap *bridge.Snapshot
 	case strings.Contains(strings.ToLower(text), "munge") || strings.Contains(text, "authentication"):
 		return fmt.Errorf("%s cannot authenticate to slurmctld: check munge on this host (munged running, the "+
 			"cluster's munge.key): %v: %s", name, err, text)
+	case strings.Contains(text, textInvalidJobID) && !ok:
+		return noProbe(name, self)
 	case strings.Contains(text, textInvalidJobID):
 		return fmt.Errorf("%s does not know job %s, which slurmrestd lists as pending: it may have ended just now, or "+
 			"scontrol talks to another cluster (check SLURM_CONF and slurm.conf on this host): %v: %s",

@@ -70,8 +70,8 @@ func probeSnapshot(t *testing.T, self string) *bridge.Snapshot {
 }
 
 func TestProbeJobChoice(t *testing.T) {
-	snap := probeSnapshot(t, "root")
-	j, ok := probeJob(snap, "root")
+	snap := probeSnapshot(t, "gavel")
+	j, ok := probeJob(snap, "gavel")
 	if !ok || j.ID != 14 {
 		t.Fatalf("probe job %d (found %v), want 14: held by an admin, before 12 held by its user", j.ID, ok)
 	}
@@ -82,18 +82,22 @@ func TestProbeJobChoice(t *testing.T) {
 		}
 		return s
 	}
-	if j, ok := probeJob(only(bridge.Job{ID: 12, User: "bo", State: bridge.JobPending, Held: true}), "root"); !ok || j.ID != 12 {
+	if j, ok := probeJob(only(bridge.Job{ID: 12, User: "bo", State: bridge.JobPending, Held: true}), "gavel"); !ok || j.ID != 12 {
 		t.Fatalf("a user hold is used when there is no other: %d, %v", j.ID, ok)
+	}
+	// root may requeue any job, so its own jobs prove its rights as well.
+	if j, ok := probeJob(only(bridge.Job{ID: 5, User: "root", State: bridge.JobPending, Held: true}), "root"); !ok || j.ID != 5 {
+		t.Fatalf("root's own held job is not used for root's check: %d, %v", j.ID, ok)
 	}
 	for name, s := range map[string]*bridge.Snapshot{
 		"empty":       only(),
-		"own job":     only(bridge.Job{ID: 5, User: "root", State: bridge.JobPending, Held: true}),
+		"own job":     only(bridge.Job{ID: 5, User: "gavel", State: bridge.JobPending, Held: true}),
 		"not held":    only(bridge.Job{ID: 5, User: "bo", State: bridge.JobPending}),
 		"running":     only(bridge.Job{ID: 5, User: "bo", State: bridge.JobRunning, Held: true}),
 		"completing":  only(bridge.Job{ID: 5, User: "bo", State: bridge.JobPending, Held: true, StateFlags: []string{"COMPLETING"}}),
 		"no username": only(bridge.Job{ID: 5, State: bridge.JobPending, Held: true}),
 	} {
-		if j, ok := probeJob(s, "root"); ok {
+		if j, ok := probeJob(s, "gavel"); ok {
 			t.Errorf("%s: probe job %d chosen", name, j.ID)
 		}
 	}
@@ -112,10 +116,10 @@ func TestCheckRequeueThroughREST(t *testing.T) {
 		"disabled":           {422, `{"status":[],"errors":[{"description":"Requeue JobID=14 failed","error_number":2037,"error":"Requested operation is presently disabled","source":"op_handler_job_requeue"}],"warnings":[]}`, false, ""},
 		"unexpected success": {200, `{"status":[],"errors":[],"warnings":[]}`, false, "requeued job 14, which the snapshot showed pending and held"},
 		"access denied": {422, `{"status":[],"errors":[{"description":"Requeue JobID=14 failed","error_number":2002,"error":"Access/permission denied","source":"op_handler_job_requeue"}],"warnings":[]}`, false,
-			"the bridge's user root may not requeue other users' jobs"},
+			"the bridge's user gavel-slurm may not requeue other users' jobs"},
 		"job gone": {404, `{"status":[],"errors":[{"description":"Requeue JobID=14 failed","error_number":2017,"error":"Invalid job id specified","source":"op_handler_job_requeue"}],"warnings":[]}`, false, "does not know job 14"},
 		"bad token": {511, `{"status":[],"errors":[{"description":"Requeue JobID=14 failed","error_number":1007,"error":"Protocol authentication error","source":"op_handler_job_requeue"}],"warnings":[]}`, false,
-			"rejected the credentials of user root (HTTP 511)"},
+			"rejected the credentials of user gavel-slurm (HTTP 511)"},
 		"pending in errors[] on 500":  {500, `{"status":[],"errors":[{"error":"Job is pending execution","error_number":2024,"source":"slurm_requeue2()"}]}`, false, ""},
 		"pending on 200":              {200, `{"status":[],"errors":[{"error":"Job is pending execution","error_number":2024}]}`, false, ""},
 		"pending in status[]":         {200, `{"status":[{"job_id":14,"error_code":2024,"error":"Job is pending execution"}]}`, false, ""},
@@ -123,9 +127,9 @@ func TestCheckRequeueThroughREST(t *testing.T) {
 		"disabled on 500":             {500, `{"status":[],"errors":[{"error":"Requested operation is presently disabled","error_number":2037}]}`, false, ""},
 		"success with a status entry": {200, `{"status":[{"job_id":14,"error_code":0}]}`, false, "requeued job 14, which the snapshot showed pending and held"},
 		"access denied on 500": {500, `{"status":[],"errors":[{"error":"Access/permission denied","error_number":2002}]}`, false,
-			"the bridge's user root may not requeue other users' jobs"},
-		"bad token 401":   {401, `{"status":[],"errors":[{"error":"Authentication failure","error_number":9008}]}`, false, "rejected the credentials of user root"},
-		"plain 401":       {401, `Authentication failure`, false, "rejected the credentials of user root (HTTP 401)"},
+			"the bridge's user gavel-slurm may not requeue other users' jobs"},
+		"bad token 401":   {401, `{"status":[],"errors":[{"error":"Authentication failure","error_number":9008}]}`, false, "rejected the credentials of user gavel-slurm"},
+		"plain 401":       {401, `Authentication failure`, false, "rejected the credentials of user gavel-slurm (HTTP 401)"},
 		"no endpoint":     {0, "", false, "does not serve the requeue endpoint (404)"},
 		"job gone on 500": {500, `{"status":[],"errors":[{"error":"Invalid job id specified","error_number":2017}]}`, false, "does not know job 14"},
 		"no slurmctld":    {500, `{"status":[],"errors":[{"error":"Unable to contact slurm controller (connect failure)","error_number":1800}]}`, false, "cannot reach slurmctld"},
@@ -149,13 +153,14 @@ func TestCheckRequeueThroughREST(t *testing.T) {
 			f := &fakeRestd{t: t, handler: handler}
 			ran := false
 			c, _ := newTestClient(t, f, func(cfg *Config) {
+				cfg.UserName = "gavel-slurm"
 				cfg.Timeout = 300 * time.Millisecond
 				cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
 					ran = true
 					return nil, nil
 				}
 			})
-			err := c.CheckRequeue(context.Background(), probeSnapshot(t, "root"))
+			err := c.CheckRequeue(context.Background(), probeSnapshot(t, "gavel-slurm"))
 			if tc.wantErr == "" && err != nil {
 				t.Fatalf("CheckRequeue: %v, want the path proven", err)
 			}
@@ -178,38 +183,66 @@ func TestCheckRequeueThroughREST(t *testing.T) {
 	}
 }
 
+// Without a held job of another user to ask about, the check asks about
+// a job id no Slurm gives: "Invalid job id" proves that the path reaches
+// slurmctld (ErrNoRequeueProbe: the rights stay unproven), any other
+// answer disproves the path at once.
 func TestCheckRequeueWithoutAJobToAsk(t *testing.T) {
-	for _, server := range []string{"v0.0.45", "v0.0.42"} {
-		t.Run(server, func(t *testing.T) {
+	invalid := `{"status":[],"errors":[{"description":"Requeue JobID=2147483632 failed","error_number":2017,"error":"Invalid job id specified","source":"op_handler_job_requeue"}]}`
+	tests := map[string]struct {
+		server    string // API version offered
+		status    int
+		body      string // v0.0.45 requeue reply
+		out       string // scontrol's answer
+		wantProbe bool   // ErrNoRequeueProbe; else an error containing wantErr
+		wantErr   string
+		wantAsked string
+	}{
+		"rest reaches slurmctld": {server: "v0.0.45", status: 404, body: invalid, wantProbe: true,
+			wantAsked: "GET /slurm/v0.0.45/job/2147483632/requeue"},
+		"rest without the endpoint": {server: "v0.0.45", status: 0, wantErr: "does not serve the requeue endpoint (404)",
+			wantAsked: "GET /slurm/v0.0.45/job/2147483632/requeue"},
+		"scontrol reaches slurmctld": {server: "v0.0.42", out: "Invalid job id specified for job 2147483632\n", wantProbe: true,
+			wantAsked: "scontrol requeue 2147483632"},
+		"scontrol cannot contact": {server: "v0.0.42", out: "scontrol: error: Unable to contact slurm controller (connect failure)\n",
+			wantErr: "cannot contact slurmctld", wantAsked: "scontrol requeue 2147483632"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
 			f := &fakeRestd{t: t}
-			if server == "v0.0.45" {
-				f.handler = serveV0045(200, `{"status":[]}`)
+			if tc.server == "v0.0.45" {
+				f.handler = serveV0045(tc.status, tc.body)
 			}
-			ran := false
+			var runs []string
 			c, _ := newTestClient(t, f, func(cfg *Config) {
-				cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
-					ran = true
-					return nil, nil
+				cfg.UserName = "gavel-slurm"
+				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
+					runs = append(runs, strings.Join(append([]string{name}, args...), " "))
+					return []byte(tc.out), errors.New("exit status 1")
 				}
 			})
-			c.whoami = func() (string, error) { return "root", nil }
+			c.whoami = func() (string, error) { return "gavel-slurm", nil }
 			snap, err := bridge.NewSnapshot(testNow, "", nil, []bridge.Job{
-				{ID: 5, User: "root", State: bridge.JobPending, Held: true},
+				{ID: 5, User: "gavel-slurm", State: bridge.JobPending, Held: true}, // its own: proves nothing
 				{ID: 6, User: "bo", State: bridge.JobRunning},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = c.CheckRequeue(context.Background(), snap)
-			if !errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), "acts as user root") {
+			switch {
+			case tc.wantProbe && (!errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), "acting as user gavel-slurm")):
 				t.Fatalf("CheckRequeue: %v, want ErrNoRequeueProbe naming the user", err)
+			case !tc.wantProbe && (err == nil || errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("CheckRequeue: %v, want a failed check saying %q", err, tc.wantErr)
 			}
-			if ran {
-				t.Error("scontrol ran without a job to ask about")
+			asked := append(f.seen(), runs...)
+			if !slices.Contains(asked, tc.wantAsked) {
+				t.Errorf("requests and commands %q, want %q", asked, tc.wantAsked)
 			}
-			for _, r := range f.seen() {
-				if strings.Contains(r, "requeue") {
-					t.Errorf("request %q sent without a job to ask about", r)
+			for _, r := range asked {
+				if strings.Contains(r, "/5/") || strings.HasSuffix(r, " 5") {
+					t.Errorf("asked about the bridge user's own job: %q", r)
 				}
 			}
 		})

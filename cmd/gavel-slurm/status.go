@@ -163,6 +163,7 @@ func fetchStatus(server string) ([]byte, error) {
 // renderStatus prints the job table, then one summary line per GPU type
 // and one for the round.
 func renderStatus(w io.Writer, st api.Status) {
+	renderPreemption(w, st)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOBID\tUSER\tMODEL\tGPUS\tTYPE\tALLOC\tRECEIVED\tSTATE\tPREEMPT\tREASON")
 	for _, j := range st.Jobs {
@@ -207,6 +208,27 @@ func renderStatus(w io.Writer, st api.Status) {
 	if r.AllocationFallback != "" {
 		fmt.Fprintln(w, "allocation: equal shares stand in for the policy, which failed: "+printable(r.AllocationFallback))
 	}
+}
+
+// renderPreemption prints a banner while the daemon preempts nothing
+// because it cannot prove that requeues work, with the jobs whose requeue
+// failed; nothing while preemption is on or the daemon is a standby.
+func renderPreemption(w io.Writer, st api.Status) {
+	p := st.Preemption
+	if p.Enabled || st.Round.Standby {
+		return
+	}
+	reason := p.Reason
+	if reason == "" {
+		reason = "the requeue path is checked in the first round"
+	}
+	fmt.Fprintln(w, "PREEMPTION OFF: "+printable(reason))
+	fmt.Fprintln(w, "  running jobs are treated as preempt=never until requeues are proven to work")
+	for _, j := range p.Waiting {
+		fmt.Fprintf(w, "  job %s: signalled, requeue failing since %s: %s\n",
+			printable(j.JobID), j.Since.Format(time.RFC3339), printable(j.Error))
+	}
+	fmt.Fprintln(w)
 }
 
 // renderRates prints, for the managed jobs, their progress and the step

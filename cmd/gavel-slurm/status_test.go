@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 )
@@ -26,6 +28,44 @@ func statusFixture() api.Status {
 			{Type: "k80", GPUs: 8, Busy: 0, Pending: 1, AllocatedGPUs: 1},
 			{Type: "v100", GPUs: 4, Busy: 4, Running: 1, AllocatedGPUs: 3, CostPerHour: 3.06},
 		},
+		Preemption: api.Preemption{Enabled: true, Path: "scontrol (/usr/bin/scontrol)"},
+	}
+}
+
+// While preemption is off, the table is preceded by a banner that says
+// why and lists each signalled job whose requeue fails; while it is on,
+// there is none.
+func TestStatusBannerWhilePreemptionIsOff(t *testing.T) {
+	since := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	off := statusFixture()
+	off.Preemption = api.Preemption{Path: "scontrol (/usr/bin/scontrol)", Failing: true,
+		Reason: "a requeue failed (scontrol (/usr/bin/scontrol)): job 101: Access/permission denied",
+		Waiting: []api.RequeueWaiting{{JobID: "101", Error: "requeue-hold job 101: Access/permission denied", Since: since}}}
+	tests := map[string]struct {
+		st   api.Status
+		want []string // the lines before the table
+	}{
+		"on": {st: statusFixture()},
+		"off, failing": {st: off, want: []string{
+			"PREEMPTION OFF: a requeue failed (scontrol (/usr/bin/scontrol)): job 101: Access/permission denied",
+			"  running jobs are treated as preempt=never until requeues are proven to work",
+			"  job 101: signalled, requeue failing since 2026-11-27T09:00:00Z: requeue-hold job 101: Access/permission denied",
+			"",
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			srv := serveStatus(t, tc.st, http.StatusOK)
+			var out, errOut bytes.Buffer
+			if rc := runStatus([]string{"--server", srv.URL}, &out, &errOut); rc != 0 {
+				t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+			}
+			lines := strings.Split(out.String(), "\n")
+			header := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "JOBID") })
+			if header < 0 || !slices.Equal(lines[:header], tc.want) {
+				t.Errorf("lines before the table:\n%q\nwant\n%q", lines[:max(header, 0)], tc.want)
+			}
+		})
 	}
 }
 
@@ -179,6 +219,7 @@ func TestStatusTableEscapesFields(t *testing.T) {
 				GPUs: 1, Reason: "forged\n9  mallory  x", Allocation: map[string]float64{"k8\n0": 1}, Received: map[string]float64{"v\t1": 60}},
 		},
 		Types: []api.TypeSummary{{Type: "k80\nv100: 999 GPUs", GPUs: 1}},
+		Preemption: api.Preemption{Reason: "denied\n\x1b[2J", Waiting: []api.RequeueWaiting{{JobID: "7\n8", Error: "no\rway"}}},
 	}
 	srv := serveStatus(t, st, http.StatusOK)
 	var out, errOut bytes.Buffer
@@ -191,13 +232,16 @@ func TestStatusTableEscapesFields(t *testing.T) {
 			t.Fatalf("output carries the raw character %U:\n%s", r, text)
 		}
 	}
-	// Header, one job row, blank line, one type line, the round line.
-	if lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n"); len(lines) != 5 {
-		t.Fatalf("%d lines, want 5:\n%s", len(lines), text)
+	// The preemption banner (its line, the note, one waiting job, a
+	// blank line), header, one job row, blank line, one type line, the
+	// round line.
+	if lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n"); len(lines) != 9 {
+		t.Fatalf("%d lines, want 9:\n%s", len(lines), text)
 	}
 	for _, want := range []string{`"7\n8"`, `"ana\nroot"`, `"m\x1b[31m"`, `"RUNNING\r"`, `"v1\u202e00"`,
 		`"forged\n9  mallory  x"`, `"k8\n0":1.00`, `"v\t1":1m0s`, `"k80\nv100: 999 GPUs": 1 GPUs`,
-		`policy "fifo\nround 99"`, `sent nothing: "slurm\x1b[2J down"`} {
+		`policy "fifo\nround 99"`, `sent nothing: "slurm\x1b[2J down"`, `PREEMPTION OFF: "denied\n\x1b[2J"`,
+		`job "7\n8": signalled`, `"no\rway"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %s:\n%s", want, text)
 		}

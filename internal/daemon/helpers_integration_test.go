@@ -102,6 +102,23 @@ func (c *countingSlurm) ApplyBatch(ctx context.Context, actions []bridge.Action)
 	return errs
 }
 
+// CheckRequeue and RequeuePath hand the daemon's checks of its requeue
+// path to the wrapped Slurm: without them the daemon would take the
+// wrapper for a bridge that cannot check, and trust it.
+func (c *countingSlurm) CheckRequeue(ctx context.Context, snap *bridge.Snapshot) error {
+	if rc, ok := c.Slurm.(bridge.RequeueChecker); ok {
+		return rc.CheckRequeue(ctx, snap)
+	}
+	return nil
+}
+
+func (c *countingSlurm) RequeuePath() string {
+	if rc, ok := c.Slurm.(bridge.RequeueChecker); ok {
+		return rc.RequeuePath()
+	}
+	return "unchecked"
+}
+
 func (c *countingSlurm) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,6 +135,18 @@ type inProcess struct {
 
 func newInProcess(t testing.TB, slurm bridge.Slurm, set Settings) *inProcess {
 	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return newInProcessOn(t, slurm, set, st)
+}
+
+// newInProcessOn is a daemon over an existing store: a reload or a
+// restart of the daemon that ran on it.
+func newInProcessOn(t testing.TB, slurm bridge.Slurm, set Settings, st *store.Store) *inProcess {
+	t.Helper()
 	table, err := throughputs.Reference()
 	if err != nil {
 		t.Fatal(err)
@@ -126,11 +155,6 @@ func newInProcess(t testing.TB, slurm bridge.Slurm, set Settings) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	p := &inProcess{store: st, board: &api.Board{}, slurm: &countingSlurm{Slurm: slurm}}
 	p.d, err = New(Deps{Core: core, Slurm: p.slurm, Store: st, Board: p.board, Log: zerolog.New(io.Discard), Clock: SystemClock{}})
 	if err != nil {
