@@ -39,7 +39,7 @@ func TestStatusBannerWhilePreemptionIsOff(t *testing.T) {
 	since := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	off := statusFixture()
 	off.Preemption = api.Preemption{Path: "scontrol (/usr/bin/scontrol)", Failing: true,
-		Reason: "a requeue failed (scontrol (/usr/bin/scontrol)): job 101: Access/permission denied",
+		Reason:  "a requeue failed (scontrol (/usr/bin/scontrol)): job 101: Access/permission denied",
 		Waiting: []api.RequeueWaiting{{JobID: "101", Error: "requeue-hold job 101: Access/permission denied", Since: since}}}
 	tests := map[string]struct {
 		st   api.Status
@@ -218,7 +218,7 @@ func TestStatusTableEscapesFields(t *testing.T) {
 			{JobID: "7\n8", User: "ana\nroot", Model: "m\x1b[31m", Managed: true, State: "RUNNING\r", GPUType: "v1\u202e00",
 				GPUs: 1, Reason: "forged\n9  mallory  x", Allocation: map[string]float64{"k8\n0": 1}, Received: map[string]float64{"v\t1": 60}},
 		},
-		Types: []api.TypeSummary{{Type: "k80\nv100: 999 GPUs", GPUs: 1}},
+		Types:      []api.TypeSummary{{Type: "k80\nv100: 999 GPUs", GPUs: 1}},
 		Preemption: api.Preemption{Reason: "denied\n\x1b[2J", Waiting: []api.RequeueWaiting{{JobID: "7\n8", Error: "no\rway"}}},
 	}
 	srv := serveStatus(t, st, http.StatusOK)
