@@ -13,7 +13,7 @@
 //     skip a repeat. Kinds: set-priority, hold, release, set-constraints
 //     (pending jobs), begin-now, signal, requeue, requeue-hold.
 //
-// Facts about the actions, checked against Slurm 24.11 (see the
+// Facts about the actions, checked against Slurm 24.11 and 26.05 (see the
 // integration tests in bridge/rest):
 //
 //   - a held job refuses set-priority (Slurm error 2042): release first;
@@ -23,8 +23,12 @@
 //   - signal reaches the batch script and all steps;
 //   - hold, release and set-constraints may be repeated without error.
 //
+// A bridge that is also a RequeueChecker proves, without changing a job,
+// that its requeues would work; the daemon preempts nothing until then.
+//
 // Implementations: bridge/rest talks to slurmrestd (JWT, API version
-// negotiation, scontrol for requeue); bridge/fake is an in-memory Slurm with
+// negotiation, requeue through slurmrestd on v0.0.45 and scontrol before);
+// bridge/fake is an in-memory Slurm with
 // failure injection for tests of the daemon's logic.
 //
 // The comment tag grammar (ParseTag, Tag.Format, ResolveModel) is documented

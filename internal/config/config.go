@@ -68,7 +68,7 @@ type TrialAndError struct {
 type Slurm struct {
 	// RestURL is slurmrestd's base URL, e.g. http://127.0.0.1:6820.
 	RestURL string
-	// APIVersion is the slurmrestd data-parser version, e.g. "v0.0.41";
+	// APIVersion is the slurmrestd data-parser version, e.g. "v0.0.44";
 	// empty tries every supported version, newest first.
 	APIVersion string
 	// TokenFile holds the JWT sent as X-SLURM-USER-TOKEN; read at every
@@ -79,8 +79,9 @@ type Slurm struct {
 	User string
 	// Partitions are the partitions whose jobs the daemon manages.
 	Partitions []string
-	// Scontrol is the scontrol binary, used for requeue (slurmrestd has no
-	// requeue endpoint up to 24.11).
+	// Scontrol is the scontrol binary, used for requeue where slurmrestd
+	// has no requeue endpoint (API before v0.0.45) and for holding or
+	// releasing many jobs in one call.
 	Scontrol string
 	// ReadTimeout bounds one read of the queue (nodes and jobs).
 	// slurmrestd answers with every job slurmctld keeps, at about a
@@ -629,7 +630,7 @@ func (c *Config) Validate() error {
 			"use https, or set slurm.allow_insecure_http = true on a trusted network", c.Slurm.RestURL)
 	}
 	if c.Slurm.APIVersion != "" && !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(c.Slurm.APIVersion) {
-		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.41", c.Slurm.APIVersion)
+		bad("slurm.api_version", "%q is not a slurmrestd version such as v0.0.44", c.Slurm.APIVersion)
 	}
 	if c.Slurm.TokenFile == "" {
 		bad("slurm.token_file", "must not be empty")
