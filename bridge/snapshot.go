@@ -55,7 +55,10 @@ func (n Node) Available() bool {
 		switch s {
 		case "DOWN", "DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "NOT_RESPONDING",
 			"FUTURE", "INVALID", "INVALID_REG", "MAINTENANCE", "REBOOT_REQUESTED", "REBOOT_ISSUED",
-			"POWERED_DOWN", "POWERING_DOWN", "UNKNOWN":
+			"POWERED_DOWN", "POWERING_DOWN", "POWER_DOWN", "POWER_DOWN_ASAP", "POWER_DOWN_FORCE",
+			// API v0.0.44 on: a node blocked by a reservation's or a
+			// topology's rules, or one Slurm does not schedule itself.
+			"BLOCKED", "EXTERNAL", "UNKNOWN":
 			return false
 		}
 	}

@@ -68,6 +68,11 @@ func TestNodeAvailable(t *testing.T) {
 		"drain flag": {[]string{"IDLE", "DRAIN"}, false},
 		"down":       {[]string{"DOWN", "NOT_RESPONDING"}, false},
 		"no state":   {nil, false},
+		// Node states added in API v0.0.44 (BLOCKED, EXTERNAL) and v0.0.45.
+		"blocked":          {[]string{"IDLE", "BLOCKED"}, false},
+		"external":         {[]string{"IDLE", "EXTERNAL"}, false},
+		"power down asap":  {[]string{"MIXED", "POWER_DOWN_ASAP"}, false},
+		"power down force": {[]string{"IDLE", "POWER_DOWN_FORCE"}, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
