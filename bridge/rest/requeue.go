@@ -236,6 +236,16 @@ func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
 // path runs and reaches slurmctld but not the rights.
 const unusedJobID bridge.JobID = 2147483632
 
+// reachedOnly is the check's outcome when the path reached slurmctld with
+// a job id no Slurm gives: proven for root, who may requeue any job; for
+// any other user the rights are still to prove.
+func reachedOnly(path, self string) error {
+	if self == "root" {
+		return nil
+	}
+	return noProbe(path, self)
+}
+
 func noProbe(path, self string) error {
 	return fmt.Errorf("%w (%s reaches slurmctld, acting as user %s; proving its rights needs a pending, held job of "+
 		"another user)", bridge.ErrNoRequeueProbe, path, self)
@@ -283,7 +293,7 @@ func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, 
 	case re.NotFound():
 		return fmt.Errorf("%s does not serve the requeue endpoint (404) at %s: %w", path, c.cfg.URL, err)
 	case re.has(slurmErrInvalidJobID, textInvalidJobID) && !ok:
-		return noProbe(path, self)
+		return reachedOnly(path, self)
 	case re.has(slurmErrInvalidJobID, textInvalidJobID):
 		return fmt.Errorf("%s does not know job %s, which the snapshot showed pending (it may have ended just now; "+
 			"the next check asks about another job): %w", path, job.ID, err)
@@ -338,7 +348,7 @@ func (c *Client) checkScontrolRequeue(ctx context.Context, snap *bridge.Snapshot
 		return fmt.Errorf("%s cannot authenticate to slurmctld: check munge on this host (munged running, the "+
 			"cluster's munge.key): %v: %s", name, err, text)
 	case strings.Contains(text, textInvalidJobID) && !ok:
-		return noProbe(name, self)
+		return reachedOnly(name, self)
 	case strings.Contains(text, textInvalidJobID):
 		return fmt.Errorf("%s does not know job %s, which slurmrestd lists as pending: it may have ended just now, or "+
 			"scontrol talks to another cluster (check SLURM_CONF and slurm.conf on this host): %v: %s",

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -190,13 +191,15 @@ func TestCheckRequeueThroughREST(t *testing.T) {
 func TestCheckRequeueWithoutAJobToAsk(t *testing.T) {
 	invalid := `{"status":[],"errors":[{"description":"Requeue JobID=2147483632 failed","error_number":2017,"error":"Invalid job id specified","source":"op_handler_job_requeue"}]}`
 	tests := map[string]struct {
-		server    string // API version offered
-		status    int
-		body      string // v0.0.45 requeue reply
-		out       string // scontrol's answer
-		wantProbe bool   // ErrNoRequeueProbe; else an error containing wantErr
-		wantErr   string
-		wantAsked string
+		server     string // API version offered
+		status     int
+		body       string // v0.0.45 requeue reply
+		out        string // scontrol's answer
+		self       string // the bridge's user; "" is gavel-slurm
+		wantProven bool
+		wantProbe  bool // ErrNoRequeueProbe; else an error containing wantErr
+		wantErr    string
+		wantAsked  string
 	}{
 		"rest reaches slurmctld": {server: "v0.0.45", status: 404, body: invalid, wantProbe: true,
 			wantAsked: "GET /slurm/v0.0.45/job/2147483632/requeue"},
@@ -206,6 +209,13 @@ func TestCheckRequeueWithoutAJobToAsk(t *testing.T) {
 			wantAsked: "scontrol requeue 2147483632"},
 		"scontrol cannot contact": {server: "v0.0.42", out: "scontrol: error: Unable to contact slurm controller (connect failure)\n",
 			wantErr: "cannot contact slurmctld", wantAsked: "scontrol requeue 2147483632"},
+		// root may requeue any job: reaching slurmctld is the whole proof.
+		"rest as root": {server: "v0.0.45", self: "root", status: 404, body: invalid, wantProven: true,
+			wantAsked: "GET /slurm/v0.0.45/job/2147483632/requeue"},
+		"scontrol as root": {server: "v0.0.42", self: "root", out: "Invalid job id specified for job 2147483632\n", wantProven: true,
+			wantAsked: "scontrol requeue 2147483632"},
+		"scontrol as root, unreachable": {server: "v0.0.42", self: "root", out: "scontrol: error: Unable to contact slurm controller\n",
+			wantErr: "cannot contact slurmctld", wantAsked: "scontrol requeue 2147483632"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -213,27 +223,32 @@ func TestCheckRequeueWithoutAJobToAsk(t *testing.T) {
 			if tc.server == "v0.0.45" {
 				f.handler = serveV0045(tc.status, tc.body)
 			}
+			self := cmp.Or(tc.self, "gavel-slurm")
 			var runs []string
 			c, _ := newTestClient(t, f, func(cfg *Config) {
-				cfg.UserName = "gavel-slurm"
+				cfg.UserName = self
 				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
 					runs = append(runs, strings.Join(append([]string{name}, args...), " "))
 					return []byte(tc.out), errors.New("exit status 1")
 				}
 			})
-			c.whoami = func() (string, error) { return "gavel-slurm", nil }
-			snap, err := bridge.NewSnapshot(testNow, "", nil, []bridge.Job{
-				{ID: 5, User: "gavel-slurm", State: bridge.JobPending, Held: true}, // its own: proves nothing
-				{ID: 6, User: "bo", State: bridge.JobRunning},
-			})
+			c.whoami = func() (string, error) { return self, nil }
+			jobs := []bridge.Job{{ID: 6, User: "bo", State: bridge.JobRunning}}
+			if self != "root" {
+				jobs = append(jobs, bridge.Job{ID: 5, User: self, State: bridge.JobPending, Held: true}) // its own: proves nothing
+			}
+			snap, err := bridge.NewSnapshot(testNow, "", nil, jobs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = c.CheckRequeue(context.Background(), snap)
 			switch {
+			case tc.wantProven && err != nil:
+				t.Fatalf("CheckRequeue as root: %v, want the path proven", err)
+			case tc.wantProven:
 			case tc.wantProbe && (!errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), "acting as user gavel-slurm")):
 				t.Fatalf("CheckRequeue: %v, want ErrNoRequeueProbe naming the user", err)
-			case !tc.wantProbe && (err == nil || errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), tc.wantErr)):
+			case !tc.wantProbe && !tc.wantProven && (err == nil || errors.Is(err, bridge.ErrNoRequeueProbe) || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("CheckRequeue: %v, want a failed check saying %q", err, tc.wantErr)
 			}
 			asked := append(f.seen(), runs...)
