@@ -133,6 +133,14 @@ type Job struct {
 	// Held is true for a user or admin hold (priority 0).
 	Held       bool      `json:"held"`
 	SubmitTime time.Time `json:"submit_time"`
+	// Dependency is the job's dependency list as Slurm shows it
+	// ("afterok:12(unfulfilled)"); empty when it has none. Slurm shows it
+	// on held jobs too, whose reason names only the hold.
+	Dependency string `json:"dependency,omitempty"`
+	// EligibleTime is the earliest time Slurm may start a pending job: a
+	// begin time its owner set (--begin), or the delay Slurm puts on a
+	// requeued job; zero when none is set.
+	EligibleTime time.Time `json:"eligible_time,omitempty"`
 	// StartTime is when the job started, or Slurm's expected start for a
 	// pending job; zero when unknown.
 	StartTime time.Time `json:"start_time,omitempty"`

@@ -109,6 +109,7 @@ func (a *adapterV0042) jobs(ctx context.Context) ([]rawJob, error) {
 			Hold:        j.Hold,
 			Requeue:     j.Requeue,
 			Comment:     deref(j.Comment),
+			Dependency:  deref(j.Dependency),
 		}
 		raw.NodeCount, _ = uint32V0042(j.NodeCount)
 		raw.Priority, raw.PrioritySet = uint32V0042(j.Priority)
@@ -117,6 +118,7 @@ func (a *adapterV0042) jobs(ctx context.Context) ([]rawJob, error) {
 		}
 		raw.SubmitTime, _ = uint64V0042(j.SubmitTime)
 		raw.StartTime, _ = uint64V0042(j.StartTime)
+		raw.EligibleTime, _ = uint64V0042(j.EligibleTime)
 		if j.JobState != nil {
 			for _, s := range *j.JobState {
 				raw.States = append(raw.States, string(s))

@@ -45,7 +45,10 @@ type rawJob struct {
 	Requeue    *bool
 	SubmitTime int64
 	StartTime  int64
-	Comment    string
+	// EligibleTime is Slurm's eligible_time (seconds; 0 unset).
+	EligibleTime int64
+	Dependency   string
+	Comment      string
 	// Unreadable is set when the generated types refused the job's record
 	// (see parseJobsReply): the fields above are then only those that
 	// could be read leniently.
@@ -171,6 +174,10 @@ func convertJob(r rawJob, nodes map[string]bridge.Node) (bridge.Job, error) {
 	if j.StartTime, err = unixTime(r.StartTime); err != nil {
 		problems = append(problems, fmt.Errorf("start_time: %w", err))
 	}
+	if j.EligibleTime, err = unixTime(r.EligibleTime); err != nil {
+		problems = append(problems, fmt.Errorf("eligible_time: %w", err))
+	}
+	j.Dependency = r.Dependency
 	if err := requestedGPUs(&j, r); err != nil {
 		problems = append(problems, err)
 	}

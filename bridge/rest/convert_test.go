@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
@@ -157,5 +158,39 @@ func TestSnapshotKeepsUnreadableJobs(t *testing.T) {
 		case j.User != w.user || j.State != w.state || j.Partition != "gpu" || j.GPUs != w.gpus:
 			t.Errorf("job %d = %+v, want user %q, state %s, partition gpu, %d GPUs", id, j, w.user, w.state, w.gpus)
 		}
+	}
+}
+
+// A job's dependency and earliest start are read as Slurm gives them, on
+// held jobs too (whose reason names only the hold): the step keeps a job
+// out of the allocation while either stops Slurm from starting it.
+func TestConvertJobReadsDependencyAndEligibleTime(t *testing.T) {
+	begin := time.Date(2026, 11, 27, 11, 0, 0, 0, time.UTC)
+	tests := map[string]struct {
+		raw        rawJob
+		wantDep    string
+		wantBegin  time.Time
+		unreadable bool
+	}{
+		"dependency on a held job": {raw: rawJob{ID: 128, States: []string{"PENDING"}, Reason: "JobHeldAdmin",
+			Dependency: "afterok:127(unfulfilled)"}, wantDep: "afterok:127(unfulfilled)"},
+		"begin time": {raw: rawJob{ID: 127, States: []string{"PENDING"}, Reason: "BeginTime", EligibleTime: begin.Unix()},
+			wantBegin: begin},
+		"unset":      {raw: rawJob{ID: 5, States: []string{"PENDING"}}},
+		"not a time": {raw: rawJob{ID: 6, States: []string{"PENDING"}, EligibleTime: 1 << 62}, unreadable: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j, err := convertJob(tc.raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Dependency != tc.wantDep || !j.EligibleTime.Equal(tc.wantBegin) {
+				t.Errorf("dependency %q, eligible %v; want %q, %v", j.Dependency, j.EligibleTime, tc.wantDep, tc.wantBegin)
+			}
+			if (j.Unreadable != nil) != tc.unreadable {
+				t.Errorf("unreadable: %v, want %t", j.Unreadable, tc.unreadable)
+			}
+		})
 	}
 }

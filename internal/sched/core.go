@@ -135,6 +135,9 @@ type jobState struct {
 	// heldBy is non-empty ("held by user") while such a foreign hold keeps
 	// the job out of scheduling.
 	heldBy string
+	// facts are what admission judged (partition, user, account, QOS,
+	// tag): a pending job whose facts change is admitted again.
+	facts siterules.JobFacts
 	// single is a mixed=ok job's own GPU request (Nodes, GPUsPerNode or
 	// GPUs), kept to give it back when a mix ends (mixed.go).
 	single bridge.Action

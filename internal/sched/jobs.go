@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -124,16 +125,31 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		js = c.track(id, now)
 	}
 	js.heldBy = ""
+	if j.State == bridge.JobPending && js.pre.phase == notPreempted {
+		if why := blockedBy(j, now); why != "" {
+			// Slurm would not start it: out of the allocation, left as
+			// Slurm has it, until that clears (startable.go).
+			js.decision, js.reason = "", "waits for Slurm: "+why
+			c.unschedule(js, seconds(now))
+			return
+		}
+	}
+	facts := siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag}
+	if js.scale != 0 && changedSinceAdmission(js, j, facts) {
+		// Its owner changed what admission judged (scontrol update of the
+		// GPU count, the comment, the partition, the account or QOS):
+		// admitted again, under the site's rules, as it is now.
+		c.unschedule(js, seconds(now))
+	}
 	if js.scale != 0 {
+		c.rereadRequeueFlag(js, j)
 		return // already in the mechanism
 	}
-	js.tag, js.scale = j.Tag, j.GPUs
-	eff := c.set.Rules.Apply(siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag})
+	js.tag, js.scale, js.facts = j.Tag, j.GPUs, facts
+	eff := c.set.Rules.Apply(facts)
 	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
-	if j.NoRequeue && c.modeOf(js) != bridge.PreemptNever {
-		js.notes = append(js.notes, "never preempted: Slurm may not requeue it (--no-requeue)")
-	}
-	js.noRequeue = j.NoRequeue
+	js.noRequeue = false
+	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
 	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on
@@ -343,4 +359,40 @@ func (c *Core) records(now time.Time) []Record {
 		out = append(out, rec)
 	}
 	return out
+}
+
+// changedSinceAdmission reports whether a scheduled job differs from what
+// its admission judged: any admission fact of a pending job (a running
+// job keeps the tag it started with, see keepsAdmission), and the GPU
+// count in either state, since that is what it holds or will hold. A job
+// being preempted, or shaped for a mix of types (the daemon changes its
+// request itself), is left as admitted.
+func changedSinceAdmission(js *jobState, j bridge.Job, facts siterules.JobFacts) bool {
+	if js.pre.phase != notPreempted || js.tag.MixedOK() {
+		return false
+	}
+	if j.GPUs != js.scale {
+		return true
+	}
+	return j.State == bridge.JobPending && facts != js.facts
+}
+
+// noRequeueNote is the status note of a job Slurm may not requeue.
+const noRequeueNote = "never preempted: Slurm may not requeue it (--no-requeue, or requeue=0 set on the job)"
+
+// rereadRequeueFlag follows Slurm's requeue flag every round: its owner
+// may turn it off on a running job (scontrol update requeue=0), after
+// which a requeue fails and a preemption would end the job. Such a job is
+// treated as preempt=never from then on, whatever its tag or the site's
+// rules ask, and status says so (job_submit.lua refuses the change where
+// a site installs it).
+func (c *Core) rereadRequeueFlag(js *jobState, j bridge.Job) {
+	if j.NoRequeue == js.noRequeue {
+		return
+	}
+	js.noRequeue = j.NoRequeue
+	js.notes = slices.DeleteFunc(js.notes, func(n string) bool { return n == noRequeueNote })
+	if js.noRequeue && c.askedMode(js) != bridge.PreemptNever {
+		js.notes = append(js.notes, noRequeueNote)
+	}
 }

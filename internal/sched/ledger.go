@@ -109,6 +109,12 @@ func (c *Core) modeOf(js *jobState) bridge.PreemptMode {
 		// A requeue would fail and the preemption would end the job.
 		return bridge.PreemptNever
 	}
+	return c.askedMode(js)
+}
+
+// askedMode is the preemption mode a job's tag asks for as the site's
+// rules let it stand, else the site's default, else never.
+func (c *Core) askedMode(js *jobState) bridge.PreemptMode {
 	if js.mode != bridge.PreemptUnset {
 		return js.mode
 	}

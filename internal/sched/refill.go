@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -37,15 +38,15 @@ import (
 // mechanism left out because no GPU of them was free for managed jobs.
 
 // slurmWillStart reports whether Slurm may start pending job j by itself
-// as soon as it has room: not held, and waiting only for resources or
-// priority (not for a dependency, a limit or a begin time), or released
-// by a daemon at its run priority.
-func slurmWillStart(j bridge.Job) bool {
-	if j.State != bridge.JobPending || j.Held || j.GPUs <= 0 {
+// as soon as it has room, as of at: not held, and waiting only for
+// resources or priority, or released by a daemon at its run priority and
+// waiting only for Slurm's requeue delay, which the daemon lifts; not a
+// job that waits for a dependency, a limit or its owner's begin time.
+func slurmWillStart(j bridge.Job, at time.Time) bool {
+	if j.State != bridge.JobPending || j.Held || j.GPUs <= 0 || blockedBy(j, at) != "" {
 		return false
 	}
-	switch j.Reason {
-	case "", "None", "Priority", "Resources":
+	if startableReason(j.Reason) {
 		return true
 	}
 	return j.Priority >= RunPriority
@@ -256,7 +257,7 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		}
 	}
 	for _, j := range snap.Jobs {
-		if _, ok := starting[j.ID]; ok || !slurmWillStart(j) {
+		if _, ok := starting[j.ID]; ok || !slurmWillStart(j, snap.Taken) {
 			continue
 		}
 		chosen := j.Priority >= RunPriority
@@ -287,7 +288,7 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		if js.pre.phase == notPreempted || js.pre.target == "" {
 			continue
 		}
-		if j, ok := jobByID(snap, id); ok && !slurmWillStart(j) {
+		if j, ok := jobByID(snap, id); ok && !slurmWillStart(j, snap.Taken) {
 			reserve(js.pre.target, j)
 		}
 	}

@@ -122,8 +122,18 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 		if ok, _ := c.eligible(j); !ok {
 			continue
 		}
-		if js := c.jobs[id]; j.Held && (js == nil || !js.heldByDaemon) {
+		js := c.jobs[id]
+		if j.Held && (js == nil || !js.heldByDaemon) {
 			continue // its user's or an admin's hold
+		}
+		if blockedBy(j, now) != "" {
+			continue // Slurm would not start it in the room made
+		}
+		if j.Restarts > 0 || (js != nil && hasRun(js)) {
+			// Trial-and-error room is for a job's first start (FitGpp's
+			// low-latency start); a TE job that already ran and was
+			// stopped by a round waits for the rounds like any other.
+			continue
 		}
 		req, ok := c.teRequest(snap, j, now)
 		if !ok {
@@ -318,4 +328,14 @@ func (c *Core) expireTEWaits(snap *bridge.Snapshot, now time.Time) {
 			delete(c.teWaits, id)
 		}
 	}
+}
+
+// hasRun reports whether the daemon saw the job receive service.
+func hasRun(js *jobState) bool {
+	for _, s := range js.received {
+		if s > 0 {
+			return true
+		}
+	}
+	return false
 }
