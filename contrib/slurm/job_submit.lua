@@ -1148,12 +1148,23 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 -- A modification is checked only when it changes the comment or the
--- partition: the daemon's own updates (priority, constraint, hold) pass
+-- partition, or turns requeue off: the daemon's own updates (priority, constraint, hold) pass
 -- untouched. Slurm refuses a change of the AdminComment in an update sent
 -- by anyone but an administrator, even one made by this script, so the
 -- copy of the tag follows a user's new comment only when root makes the
 -- change; otherwise it keeps the tag the job was submitted with.
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+	-- The scheduler preempts by requeueing, so the owner of a managed job
+	-- may not turn requeue off (scontrol update jobid=N requeue=0); the
+	-- daemon would otherwise never preempt it, whatever the site's
+	-- allowed_preempt says. Administrators may.
+	if settings.requeue and job_desc.requeue == 0 and modify_uid ~= 0 then
+		local comment = job_desc.comment or job_rec.comment
+		if managed(job_desc.partition or job_rec.partition, part_list) and parse_tag(comment or "") then
+			slurm.log_user("%s", "gavel-slurm: requeue=0 refused: the job is scheduled by gavel-slurm, which preempts by requeueing")
+			return slurm.ERROR
+		end
+	end
 	if job_desc.comment == nil and job_desc.partition == nil then
 		return slurm.SUCCESS
 	end

@@ -32,6 +32,7 @@ var defaultPartitions = map[string]fields{"gpu": {"flag_default": 0}, "cpu": {"f
 
 func TestJobSubmit(t *testing.T) {
 	const bad = "gavel-slurm: not managed: steps= is not a number: \"x\""
+	const requeueOff = "gavel-slurm: requeue=0 refused: the job is scheduled by gavel-slurm, which preempts by requeueing"
 	cases := []jobCase{
 		{name: "valid tag: requeueable, tag copied", desc: fields{"partition": "gpu", "comment": "train; gavel: STEPS=5k model=x"},
 			writes: []string{"requeue=1", "admin_comment=gavel: model=x steps=5000"}},
@@ -115,6 +116,18 @@ func TestJobSubmit(t *testing.T) {
 			rec: fields{"partition": "cpu", "comment": "gavel: steps=x"}, rc: -1, msg: bad},
 		{name: "modify: moving out of scheduled partitions is fine", desc: fields{"partition": "cpu"},
 			rec: fields{"partition": "gpu", "comment": "gavel: steps=x"}},
+		// The scheduler preempts by requeueing: a managed job's owner may
+		// not turn that off (scontrol update jobid=N requeue=0).
+		{name: "modify by a user: requeue=0 on a managed job is refused", desc: fields{"requeue": 0},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}, rc: -1, msg: requeueOff},
+		{name: "modify by root: requeue=0 passes", root: true, desc: fields{"requeue": 0},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}},
+		{name: "modify: requeue=0 on an unmanaged job passes", desc: fields{"requeue": 0},
+			rec: fields{"partition": "gpu", "comment": "plain"}},
+		{name: "modify: requeue=0 in another partition passes", desc: fields{"requeue": 0},
+			rec: fields{"partition": "cpu", "comment": "gavel: model=x"}},
+		{name: "modify: requeue=0 passes where the site does not make jobs requeueable", settings: fields{"requeue": false},
+			desc: fields{"requeue": 0}, rec: fields{"partition": "gpu", "comment": "gavel: model=x"}},
 	}
 	inputs := make([]string, len(cases))
 	for i, c := range cases {
