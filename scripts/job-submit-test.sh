@@ -259,6 +259,13 @@ if [ "$rc" -eq 0 ] && [ "$ac" = "gavel: model=vgg16 steps=3000" ]; then
 else
 	report FAIL "root's comment update refreshes the AdminComment" "rc $rc: $out; AdminComment=$ac"
 fi
+# The scheduler preempts by requeueing: the owner may not turn it off.
+out=$(as_user scontrol update jobid="$id" requeue=0 2>&1) && rc=0 || rc=$?
+if [ "$rc" -ne 0 ] && grep -qF 'gavel-slurm: requeue=0 refused' <<<"$out" && [ "$(field "$id" Requeue)" = 1 ]; then
+	report ok "user's requeue=0 on a managed job refused" "$out"
+else
+	report FAIL "user's requeue=0 on a managed job refused" "rc $rc: $out; Requeue=$(field "$id" Requeue)"
+fi
 out=$(in_root scontrol update jobid="$id" priority=4242 features=v100 2>&1) && rc=0 || rc=$?
 if [ "$rc" -eq 0 ] && [ "$(field "$id" Priority)" = 4242 ]; then
 	report ok "the daemon's kind of update (priority, constraint) passes" "Priority=4242 Features=$(field "$id" Features)"
