@@ -48,17 +48,26 @@ type Slurm struct {
 	failAction func(bridge.Action) error
 	// batches holds the size of every ApplyBatch call, in order.
 	batches []int
+	// adminHeld are the held jobs whose hold an administrator placed
+	// (ActHold, sent by an admin): their owner cannot release them.
+	// A requeue-hold alone leaves a hold the owner may release.
+	adminHeld map[bridge.JobID]bool
 }
+
+// ErrAccessDenied mirrors Slurm's refusal of a user's release of an
+// administrator's hold.
+var ErrAccessDenied = errors.New("access/permission denied")
 
 // New returns an empty cluster whose Snapshot times come from now.
 func New(now func() time.Time) *Slurm {
 	return &Slurm{
-		now:      now,
-		nodes:    map[string]bridge.Node{},
-		jobs:     map[bridge.JobID]bridge.Job{},
-		nextID:   1,
-		signals:  map[bridge.JobID][]string{},
-		onSignal: map[bridge.JobID]SignalResponse{},
+		now:       now,
+		nodes:     map[string]bridge.Node{},
+		jobs:      map[bridge.JobID]bridge.Job{},
+		nextID:    1,
+		signals:   map[bridge.JobID][]string{},
+		adminHeld: map[bridge.JobID]bool{},
+		onSignal:  map[bridge.JobID]SignalResponse{},
 	}
 }
 
@@ -318,6 +327,7 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)
 		}
 		j.Held, j.Priority, j.Reason = true, 0, "JobHeldUser"
+		s.adminHeld[j.ID] = true
 	case bridge.ActRelease:
 		if !pending {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)
@@ -325,6 +335,7 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 		if j.Held {
 			// Slurm recomputes the priority on release.
 			j.Held, j.Priority, j.Reason = false, 1, "Priority"
+			delete(s.adminHeld, j.ID)
 		}
 	case bridge.ActSetConstraints:
 		if !pending {
@@ -369,6 +380,7 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 		j.Reason = "BeginTime"
 		if a.Kind == bridge.ActRequeueHold {
 			j.Held, j.Priority, j.Reason = true, 0, "JobHeldUser"
+			delete(s.adminHeld, j.ID)
 		}
 	}
 	s.jobs[a.Job] = j
@@ -436,3 +448,24 @@ var (
 	_ bridge.Actuator      = (*Slurm)(nil)
 	_ bridge.BatchActuator = (*Slurm)(nil)
 )
+
+// OwnerRelease is the job's owner running `scontrol release` on it: Slurm
+// lets the owner release the hold a requeue-hold leaves, but not an
+// administrator's hold.
+func (s *Slurm) OwnerRelease(id bridge.JobID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("release job %d: %w", id, ErrNoJob)
+	}
+	if !j.Held {
+		return nil
+	}
+	if s.adminHeld[id] {
+		return fmt.Errorf("release job %d: %w", id, ErrAccessDenied)
+	}
+	j.Held, j.Priority, j.Reason = false, 1, "Priority"
+	s.jobs[id] = j
+	return nil
+}

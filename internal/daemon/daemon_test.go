@@ -292,7 +292,7 @@ func TestPreemptionSignalsThenRequeuesAfterGrace(t *testing.T) {
 	}
 	h.clock.now = h.clock.now.Add(3 * time.Second)
 	h.d.RunGraces(context.Background())
-	if got := kinds(h.slurm.Applied()[n:], first); strings.Join(got, ",") != "requeue-hold,begin-now" {
+	if got := kinds(h.slurm.Applied()[n:], first); strings.Join(got, ",") != "requeue-hold,hold,begin-now" {
 		t.Errorf("after grace: %v", got)
 	}
 	j := h.job(first)

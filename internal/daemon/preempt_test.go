@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"slices"
@@ -37,10 +38,10 @@ func TestNoScriptLosesItsJobToPreemption(t *testing.T) {
 		// between rounds.
 		wantEarly string
 	}{
-		"no trap: dies of the signal": {response: fake.SignalDies, handledEarly: true, wantEarly: "requeue-hold,begin-now"},
+		"no trap: dies of the signal": {response: fake.SignalDies, handledEarly: true, wantEarly: "requeue-hold,hold,begin-now"},
 		"trap and wait":               {response: fake.SignalTrapAndWait},
-		"trap and exit 0":             {response: fake.SignalExitsOK, handledEarly: true, wantEarly: "requeue-hold,begin-now"},
-		"trap and exit 1":             {response: fake.SignalExitsFailed, handledEarly: true, wantEarly: "requeue-hold,begin-now"},
+		"trap and exit 0":             {response: fake.SignalExitsOK, handledEarly: true, wantEarly: "requeue-hold,hold,begin-now"},
+		"trap and exit 1":             {response: fake.SignalExitsFailed, handledEarly: true, wantEarly: "requeue-hold,hold,begin-now"},
 		"requeues itself (Lightning)": {response: fake.SignalRequeuesItself, handledEarly: true, wantEarly: "hold"},
 	}
 	for name, tc := range tests {
@@ -73,7 +74,7 @@ func TestNoScriptLosesItsJobToPreemption(t *testing.T) {
 			if tc.handledEarly && len(got) != 0 {
 				t.Errorf("actions after the job was handled: %v", got)
 			}
-			if !tc.handledEarly && strings.Join(got, ",") != "requeue-hold,begin-now" {
+			if !tc.handledEarly && strings.Join(got, ",") != "requeue-hold,hold,begin-now" {
 				t.Errorf("actions at the end of the grace period %v", got)
 			}
 			j := h.job(first)
@@ -153,9 +154,9 @@ func TestPreemptModes(t *testing.T) {
 		"site default unset: never":    {tag: resnet},
 		"site default never":           {siteDefault: bridge.PreemptNever, tag: resnet},
 		"tag never beats site default": {siteDefault: bridge.PreemptCheckpoint, tag: resnet + " preempt=never"},
-		"site default checkpoint":      {siteDefault: bridge.PreemptCheckpoint, tag: resnet, want: "signal,requeue-hold,begin-now"},
-		"tag requeue: no signal":       {tag: resnet + " preempt=requeue", want: "requeue-hold,begin-now"},
-		"tag checkpoint beats default": {siteDefault: bridge.PreemptNever, tag: resnet + " preempt=checkpoint", want: "signal,requeue-hold,begin-now"},
+		"site default checkpoint":      {siteDefault: bridge.PreemptCheckpoint, tag: resnet, want: "signal,requeue-hold,hold,begin-now"},
+		"tag requeue: no signal":       {tag: resnet + " preempt=requeue", want: "requeue-hold,hold,begin-now"},
+		"tag checkpoint beats default": {siteDefault: bridge.PreemptNever, tag: resnet + " preempt=checkpoint", want: "signal,requeue-hold,hold,begin-now"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -351,7 +352,7 @@ func TestUnjournaledRoundLeavesNoPreemptionBehind(t *testing.T) {
 	h.clock.now = h.clock.now.Add(6 * time.Second)
 	h.d.RunGraces(context.Background())
 	got := kinds(h.slurm.Applied()[n:], first)
-	if strings.Join(got, ",") != "signal,requeue-hold,begin-now" {
+	if strings.Join(got, ",") != "signal,requeue-hold,hold,begin-now" {
 		t.Errorf("preemption once the journal works again: %v, want signal then requeue", got)
 	}
 }
@@ -512,5 +513,26 @@ func TestRoundAfterResendsPlansOnAFreshView(t *testing.T) {
 	}
 	if j := h.job(first); requeues != 1 || journaled != 1 || j.Restarts != 1 {
 		t.Errorf("requeues sent %d, journaled %d, Slurm restarts %d: want one of each", requeues, journaled, j.Restarts)
+	}
+}
+
+// A preempted job that waits for a round is held by the daemon with an
+// administrator's hold: its owner cannot release it (scontrol release)
+// to start it again ahead of the rounds' choice, as they could release
+// the hold a requeue-hold alone leaves.
+func TestOwnerCannotReleaseTheDaemonsHoldAfterAPreemption(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	first, _ := h.preemptFirst()
+	h.clock.now = h.clock.now.Add(time.Minute)
+	h.d.RunGraces(context.Background())
+	j := h.job(first)
+	if j.State != bridge.JobPending || !j.Held || j.Restarts != 1 {
+		t.Fatalf("job %d after its grace period: %s, held %t, %d restarts; want requeued and held", first, j.State, j.Held, j.Restarts)
+	}
+	if err := h.slurm.OwnerRelease(first); !errors.Is(err, fake.ErrAccessDenied) {
+		t.Errorf("the owner's release of the daemon's hold: %v; want it refused", err)
+	}
+	if j := h.job(first); !j.Held {
+		t.Errorf("job %d was released by its owner", first)
 	}
 }

@@ -251,7 +251,13 @@ func (c *Core) requeue(js *jobState, j bridge.Job, now time.Time) []Action {
 	js.recheckAt, js.recheckRestarts = now.Add(requeueRecheck), j.Restarts
 	out := []Action{{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts}}
 	if target == "" {
-		return append(out, Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts})
+		// A requeue-hold leaves a hold the job's owner may release
+		// (scontrol release), which would start it again ahead of the
+		// rounds' choice: the daemon's own hold, an administrator's,
+		// replaces it.
+		return append(out,
+			Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: "grace period over: waits for a round", Restarts: j.Restarts},
+			Action{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts})
 	}
 	// After the requeue the job is pending, held, with no priority.
 	after := j

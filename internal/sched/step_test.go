@@ -167,14 +167,14 @@ func TestStepGracePeriod(t *testing.T) {
 	}{
 		"trap and wait": {
 			mode: "checkpoint", response: func(j bridge.Job) bridge.Job { return j },
-			atEnd: "requeue-hold,begin-now",
+			atEnd: "requeue-hold,hold,begin-now",
 		},
 		"dies of the signal": {
 			mode: "checkpoint", response: func(j bridge.Job) bridge.Job {
 				j.State, j.RunningNodes, j.RunningGPUType = bridge.JobFailed, nil, ""
 				return j
 			},
-			early: "requeue-hold,begin-now",
+			early: "requeue-hold,hold,begin-now",
 		},
 		"requeues itself": {
 			mode: "checkpoint", response: func(j bridge.Job) bridge.Job {
@@ -221,7 +221,7 @@ func TestStepGracePeriod(t *testing.T) {
 func TestStepPreemptModes(t *testing.T) {
 	for _, tc := range []struct{ mode, want string }{
 		{"checkpoint", "signal:USR1"},
-		{"requeue", "requeue-hold,begin-now"},
+		{"requeue", "requeue-hold,hold,begin-now"},
 		{"never", ""},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {

@@ -42,7 +42,7 @@ func TestDroppingTheTagDoesNotEscapePreemption(t *testing.T) {
 			}
 			requeued := false
 			for _, a := range all {
-				if a == "requeue-hold,begin-now" || a == "requeue-hold" || a == "requeue" {
+				if a == "requeue-hold,hold,begin-now" || a == "requeue-hold" || a == "requeue" {
 					requeued = true
 				}
 			}

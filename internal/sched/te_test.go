@@ -38,7 +38,7 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 		"the shorter grace period is preempted": {
 			enabled: true,
 			running: []bridge.Job{twoGPUs(running(1, beCheckpoint, "a1", "v100", 0)), twoGPUs(running(2, beRequeue, "a1", "v100", 0))},
-			want:    map[bridge.JobID]string{1: "", 2: "requeue-hold,begin-now", 9: "set-constraints:v100,set-priority"},
+			want:    map[bridge.JobID]string{1: "", 2: "requeue-hold,hold,begin-now", 9: "set-constraints:v100,set-priority"},
 			wantWhy: map[bridge.JobID]string{2: "preempted for TE job 9"},
 		},
 		"a job at the preemption cap is spared": {
