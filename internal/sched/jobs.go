@@ -148,6 +148,9 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	js.tag, js.scale, js.facts = j.Tag, j.GPUs, facts
 	eff := c.set.Rules.Apply(facts)
 	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
+	if j.Tag.MixedOK() && !c.mixAllowed(js) {
+		js.notes = append(js.notes, mixRefusedNote)
+	}
 	js.noRequeue = false
 	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)

@@ -154,6 +154,20 @@ func (c *Core) singleShape(j bridge.Job, js *jobState, t, constraints string) br
 	return a
 }
 
+// mixAllowed reports whether the site lets job js start on a mix of GPU
+// types: a job on a mix is never preempted, so only where the site's rules
+// allow preempt=never for it ([limits] allowed_preempt), or mixed=ok
+// would be a way around them.
+func (c *Core) mixAllowed(js *jobState) bool {
+	facts := js.facts
+	facts.Tag.Preempt = bridge.PreemptNever
+	return c.set.Rules.Apply(facts).Preempt == bridge.PreemptNever
+}
+
+// mixRefusedNote is the status note of a mixed=ok job the site's rules
+// keep off mixes.
+const mixRefusedNote = "mixed=ok ignored: a job on a mix is never preempted, and preempt=never is not allowed here"
+
 // noteSingleShape remembers a job's own request while it has one, so
 // that a job shaped for a mix can be given it back.
 func (c *Core) noteSingleShape(j bridge.Job, js *jobState) {
@@ -178,7 +192,8 @@ func (c *Core) mixCandidate(d *rounds.Decision, snap *bridge.Snapshot) (bridge.J
 		return bridge.Job{}, nil, false
 	}
 	j, ok := snap.Job(jid)
-	if !ok || j.State != bridge.JobPending || !j.Tag.MixedOK() || j.RequestedGPUType != "" || js.pre.phase != notPreempted {
+	if !ok || j.State != bridge.JobPending || !j.Tag.MixedOK() || j.RequestedGPUType != "" || js.pre.phase != notPreempted ||
+		!c.mixAllowed(js) {
 		return bridge.Job{}, nil, false
 	}
 	// A job's own features could not be kept beside a counted

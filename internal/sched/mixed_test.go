@@ -46,8 +46,10 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 		constraints string
 		v100Used    int // of 4 on v1; k1 has 2 of 4 in use
 		k80Used     int
-		want        string
-		wantReason  string
+		// noNever: the site's rules do not allow preempt=never.
+		noNever    bool
+		want       string
+		wantReason string
 	}{
 		"mixed=ok waits for no type: 2+2 on a counted constraint": {
 			comment: mixedOK, v100Used: 2, k80Used: 2,
@@ -75,6 +77,12 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 			comment: mixedOK, constraints: "ib", v100Used: 2, k80Used: 2,
 			want: "hold",
 		},
+		// A job on a mix is never preempted: where the site does not
+		// allow that, mixed=ok is no way around it.
+		"mixed=ok where preempt=never is not allowed: it waits": {
+			comment: mixedOK, v100Used: 2, k80Used: 2, noNever: true,
+			want: "hold", wantReason: "mixed=ok ignored",
+		},
 		"too few GPUs idle in all: it waits": {
 			comment: mixedOK, v100Used: 3, k80Used: 2,
 			want: "hold",
@@ -82,7 +90,11 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := newCore(t, settings())
+			set := settings()
+			if tc.noNever {
+				set.Rules.Limits.AllowedPreempt = []bridge.PreemptMode{bridge.PreemptCheckpoint, bridge.PreemptRequeue}
+			}
+			c := newCore(t, set)
 			nodes := []bridge.Node{node("v1", "v100", 4, tc.v100Used), node("k1", "k80", 4, tc.k80Used)}
 			for i := range nodes {
 				nodes[i].Features = []string{nodes[i].GPUType, "ib"}
@@ -93,7 +105,8 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 			if got := shapeActions(res.Actions, 9); got != tc.want {
 				t.Errorf("actions %q, want %q", got, tc.want)
 			}
-			if got := c.jobs["9"].reason; !strings.Contains(got, tc.wantReason) {
+			// The reason as status shows it: the decision, then the notes.
+			if got := strings.Join(append([]string{c.jobs["9"].reason}, c.jobs["9"].notes...), "; "); !strings.Contains(got, tc.wantReason) {
 				t.Errorf("reason %q, want it to say %q", got, tc.wantReason)
 			}
 		})
