@@ -41,6 +41,12 @@ local settings = {
 	-- Make jobs with a valid tag requeueable (--requeue).
 	requeue = true,
 
+	-- Refuse jobs without a gavel: tag in the scheduled partitions. The
+	-- daemon leaves untagged jobs to Slurm: it never holds them, so they
+	-- take any GPU that frees up between rounds ahead of the jobs it
+	-- schedules. Sites that want every GPU job scheduled set this.
+	require_tag = false,
+
 	-- Copy the checked tag, in canonical form, to the AdminComment. Text
 	-- already there stays, before the tag.
 	admin_comment = true,
@@ -1119,6 +1125,10 @@ local function check(job_desc, comment, partition, part_list, old, set_admin, su
 		return slurm.SUCCESS
 	end
 	local tag, err, no_tag = parse_tag(comment or "")
+	if no_tag and settings.require_tag and (submit or not set_admin) then
+		slurm.log_user("%s", "gavel-slurm: jobs in this partition need a gavel: tag in --comment (see the site's documentation)")
+		return slurm.ERROR
+	end
 	if no_tag then
 		if settings.admin_comment and set_admin and old and find_tag(old) then
 			job_desc.admin_comment = with_tag(old, nil)

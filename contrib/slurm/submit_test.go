@@ -32,6 +32,7 @@ var defaultPartitions = map[string]fields{"gpu": {"flag_default": 0}, "cpu": {"f
 
 func TestJobSubmit(t *testing.T) {
 	const bad = "gavel-slurm: not managed: steps= is not a number: \"x\""
+	const noTag = "gavel-slurm: jobs in this partition need a gavel: tag in --comment (see the site's documentation)"
 	const requeueOff = "gavel-slurm: requeue=0 refused: the job is scheduled by gavel-slurm, which preempts by requeueing"
 	cases := []jobCase{
 		{name: "valid tag: requeueable, tag copied", desc: fields{"partition": "gpu", "comment": "train; gavel: STEPS=5k model=x"},
@@ -121,6 +122,19 @@ func TestJobSubmit(t *testing.T) {
 		{name: "modify by a user: requeue=0 on a managed job is refused", desc: fields{"requeue": 0},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}, rc: -1, msg: requeueOff},
 		{name: "modify by root: requeue=0 passes", root: true, desc: fields{"requeue": 0},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}},
+		// A site may require a tag in its scheduled partitions.
+		{name: "require_tag: a job without a tag is refused", settings: fields{"require_tag": true},
+			desc: fields{"partition": "gpu", "comment": "plain job"}, rc: -1, msg: noTag},
+		{name: "require_tag: a job with a tag passes", settings: fields{"require_tag": true},
+			desc: fields{"partition": "gpu", "comment": "gavel: model=x"}, writes: []string{"requeue=1", "admin_comment=gavel: model=x"}},
+		{name: "require_tag: other partitions are free", settings: fields{"require_tag": true},
+			desc: fields{"partition": "cpu", "comment": "plain job"}},
+		{name: "require_tag: a user may not remove the tag", settings: fields{"require_tag": true}, desc: fields{"comment": "plain"},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}, rc: -1, msg: noTag},
+		{name: "require_tag: moving an untagged job into a scheduled partition is refused", settings: fields{"require_tag": true},
+			desc: fields{"partition": "gpu"}, rec: fields{"partition": "cpu", "comment": "plain"}, rc: -1, msg: noTag},
+		{name: "require_tag: root may remove it", settings: fields{"require_tag": true}, root: true, desc: fields{"comment": "plain"},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}},
 		{name: "modify: requeue=0 on an unmanaged job passes", desc: fields{"requeue": 0},
 			rec: fields{"partition": "gpu", "comment": "plain"}},
