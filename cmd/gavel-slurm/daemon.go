@@ -155,7 +155,7 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), RefillPoll: cfg.Scheduler.RefillPoll, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
 		Rules: cfg.Rules,
 		TrialAndError: sched.TESettings{Enabled: cfg.TrialAndError.Enabled, Weight: cfg.TrialAndError.Weight,
-			MaxPreemptions: cfg.TrialAndError.MaxPreemptions, Poll: cfg.TrialAndError.Poll},
+			MaxPreemptions: cfg.TrialAndError.MaxPreemptions, MaxPerUser: cfg.TrialAndError.MaxPerUser, Poll: cfg.TrialAndError.Poll},
 	}
 }
 

@@ -60,6 +60,9 @@ type TrialAndError struct {
 	// MaxPreemptions spares jobs requeued that many times already (0: no
 	// cap).
 	MaxPreemptions int
+	// MaxPerUser caps how many of one user's TE jobs may hold room made
+	// for them at once (0: no cap).
+	MaxPerUser int
 	// Poll is how often waiting TE jobs are looked for between rounds.
 	Poll time.Duration
 }
@@ -282,6 +285,7 @@ type file struct {
 		Enabled        *bool          `toml:"enabled"`
 		Weight         *float64       `toml:"weight"`
 		MaxPreemptions *int           `toml:"max_preemptions"`
+		MaxPerUser     *int           `toml:"max_per_user"`
 		Poll           *duration.Flag `toml:"poll"`
 	} `toml:"trial_and_error"`
 	Limits struct {
@@ -414,6 +418,9 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if te := f.TrialAndError; te.MaxPreemptions != nil {
 		c.TrialAndError.MaxPreemptions = *te.MaxPreemptions
+	}
+	if te := f.TrialAndError; te.MaxPerUser != nil {
+		c.TrialAndError.MaxPerUser = *te.MaxPerUser
 	}
 	setDuration(&c.TrialAndError.Poll, f.TrialAndError.Poll)
 	if f.Daemon.Standby != nil {
@@ -736,6 +743,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TrialAndError.MaxPreemptions < 0 {
 		bad("trial_and_error.max_preemptions", "%d is negative", c.TrialAndError.MaxPreemptions)
+	}
+	if c.TrialAndError.MaxPerUser < 0 {
+		bad("trial_and_error.max_per_user", "%d is negative", c.TrialAndError.MaxPerUser)
 	}
 	if p := c.Scheduler.RefillPoll; p != 0 && p < time.Second {
 		bad("scheduler.refill_poll", "%s is under a second (each look reads the whole queue; 0 turns refilling off)", p)

@@ -219,6 +219,9 @@ type Core struct {
 	// mixes are the mixes of GPU types chosen this round for waiting
 	// mixed=ok jobs, by job id (mixed.go).
 	mixes map[string]mixChoice
+	// teRoom are the trial-and-error jobs room was made for, with their
+	// users, while they live (TESettings.MaxPerUser counts them).
+	teRoom map[string]string
 	// preemptionOff says why no new preemption may start ("" when they
 	// may): the shell has not proven that its requeues work. Every job
 	// not already being preempted is then treated as preempt=never.

@@ -220,3 +220,45 @@ func TestRefillDoesNotCountOnJobsSlurmCannotStart(t *testing.T) {
 		}
 	}
 }
+
+// [trial_and_error] max_per_user caps how many of one user's TE jobs hold
+// room made for them at once; other users' TE jobs still get theirs.
+func TestTrialAndErrorRoomIsCappedPerUser(t *testing.T) {
+	set := settings()
+	set.TrialAndError = TESettings{Enabled: true, Weight: 4, Poll: 5 * time.Second, MaxPerUser: 1}
+	te := "gavel: model=resnet18-bs64 steps=1k class=te"
+	c := newCore(t, set)
+	nodes := []bridge.Node{node("a1", "v100", 4, 4)}
+	var victims []bridge.Job
+	for id := bridge.JobID(1); id <= 4; id++ {
+		victims = append(victims, running(id, tag+" preempt=requeue", "a1", "v100", 0))
+	}
+	c.Step(snapshot(t, epoch, nodes, victims...), epoch, c.Solve)
+	owned := func(id bridge.JobID, user string) bridge.Job {
+		return with(pending(id, te), func(j *bridge.Job) { j.User = user })
+	}
+	preempted := func(out []Action) int {
+		n := 0
+		for _, a := range out {
+			if a.Kind == bridge.ActRequeueHold {
+				n++
+			}
+		}
+		return n
+	}
+	now := epoch.Add(10 * time.Second)
+	jobs := append(append([]bridge.Job{}, victims...), owned(9, "ana"))
+	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 1 {
+		t.Fatalf("ana's first TE job: %d jobs preempted, want 1", n)
+	}
+	now = now.Add(5 * time.Second)
+	jobs = append(jobs, owned(10, "ana"))
+	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 0 {
+		t.Errorf("ana's second TE job, over max_per_user=1: %d jobs preempted, want none", n)
+	}
+	now = now.Add(5 * time.Second)
+	jobs = append(jobs, owned(11, "bo"))
+	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 1 {
+		t.Errorf("bo's TE job: %d jobs preempted, want 1", n)
+	}
+}

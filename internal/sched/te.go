@@ -27,6 +27,10 @@ type TESettings struct {
 	// (Slurm's restart count, which counts every preemption the job has
 	// had) is never chosen again; 0 is no cap.
 	MaxPreemptions int
+	// MaxPerUser caps how many of one user's TE jobs may hold room made
+	// for them at once, from the preemption until the job ends; 0 is no
+	// cap.
+	MaxPerUser int
 	// Poll is how often the daemon looks for waiting TE jobs between
 	// rounds.
 	Poll time.Duration
@@ -133,6 +137,12 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 			// Trial-and-error room is for a job's first start (FitGpp's
 			// low-latency start); a TE job that already ran and was
 			// stopped by a round waits for the rounds like any other.
+			continue
+		}
+		if limit := c.set.TrialAndError.MaxPerUser; limit > 0 && c.teRoomHeld(snap, j.User) >= limit {
+			if js != nil {
+				js.reason = fmt.Sprintf("trial-and-error: %s already has %d job(s) started on room made for them (max_per_user): waits for a round", j.User, limit)
+			}
 			continue
 		}
 		req, ok := c.teRequest(snap, j, now)
@@ -268,6 +278,10 @@ func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreem
 	if js := c.jobs[id]; js != nil {
 		js.decision, js.reason = "run", why
 	}
+	if c.teRoom == nil {
+		c.teRoom = map[string]string{}
+	}
+	c.teRoom[id] = te.User
 	if typ == "" {
 		return out
 	}
@@ -338,4 +352,22 @@ func hasRun(js *jobState) bool {
 		}
 	}
 	return false
+}
+
+// teRoomHeld counts the jobs of user that were given trial-and-error
+// room and are still live in snap (waiting for it or running on it); it
+// forgets the others.
+func (c *Core) teRoomHeld(snap *bridge.Snapshot, user string) int {
+	n := 0
+	for id, owner := range c.teRoom {
+		j, ok := jobByID(snap, id)
+		if !ok || !j.Active() {
+			delete(c.teRoom, id)
+			continue
+		}
+		if owner == user {
+			n++
+		}
+	}
+	return n
 }
