@@ -124,7 +124,8 @@ for release in "${releases[@]}"; do
 done
 for release in "${failed[@]}"; do
   [ -f "$logs/$release.log" ] || continue
-  fails=$(grep -E '^(--- FAIL|FAIL|panic:)' "$logs/$release.log" | grep -v '^FAIL$' || true)
+  # Without -v, go test prints only what failing tests logged.
+  fails=$(grep -E '^[[:space:]]*--- FAIL|^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+:|^FAIL[[:space:]]|^panic:' "$logs/$release.log" || true)
   [ -z "$fails" ] || printf '\nintegration: failures on Slurm %s:\n%s\n' "$release" "$fails"
 done
 if [ "${#failed[@]}" -gt 0 ]; then
