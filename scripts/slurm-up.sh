@@ -78,6 +78,13 @@ build_root() {
     umount_all
     fail "debootstrap failed; full log in $SLURM_STATE/debootstrap-$SLURM_RELEASE.log"
   fi
+  # A new root numbers its jobs from 1 again: files that earlier jobs left
+  # in its shared folder (named after their job ids) would mislead new
+  # jobs with the same ids.
+  if [ -d "$SLURM_HOST_SHARED" ] && [ -n "$(ls -A "$SLURM_HOST_SHARED")" ]; then
+    say "emptying $SLURM_HOST_SHARED (files of the jobs of an earlier root)"
+    find "$SLURM_HOST_SHARED" -mindepth 1 -delete
+  fi
   # Package scripts must not start services: we start the daemons ourselves.
   printf '#!/bin/sh\nexit 101\n' >"$SLURM_ROOTFS/usr/sbin/policy-rc.d"
   chmod 755 "$SLURM_ROOTFS/usr/sbin/policy-rc.d"

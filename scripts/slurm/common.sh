@@ -4,6 +4,7 @@
 #   root/     a Debian trixie tree (debootstrap) holding Slurm 24.11; cached
 #   root-26.05/  a Debian sid tree holding Slurm 26.05; cached
 #   shared/   bind-mounted at /shared inside root: job scripts and their files
+#   shared-26.05/  the same for root-26.05
 #   bin/      wrappers (sbatch, scontrol, ...) that run inside root
 #   log/      daemon logs (slurmctld, one slurmd per node, slurmrestd, munged)
 #   env       shell assignments for tests; present only while the stack works
@@ -25,15 +26,20 @@
 SLURM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SLURM_STATE="$SLURM_REPO_ROOT/.local/slurm"
 
-# The releases the scripts know, each with its Debian suite and root.
-# 24.11 keeps the root's old name (.local/slurm/root) so that existing
-# caches and a stack started before releases existed are still found.
+# The releases the scripts know, each with its Debian suite, root and
+# shared folder. 24.11 keeps the old names (.local/slurm/root and shared)
+# so that existing caches and a stack started before releases existed are
+# still found. Each root numbers its jobs from 1 on, and tests and the demo
+# name files in the shared folder after job ids: each root has its own
+# shared folder, emptied when its root is built afresh, so that no job
+# finds the files of an earlier job with its id.
 SLURM_KNOWN_RELEASES="24.11 26.05"
 SLURM_RELEASE="${SLURM_RELEASE:-24.11}"
 case "$SLURM_RELEASE" in
 24.11)
   SLURM_DEBIAN_SUITE=trixie
   SLURM_ROOTFS="$SLURM_STATE/root"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared"
   SLURM_APT_OPTIONS=""
   ;;
 26.05)
@@ -42,16 +48,17 @@ case "$SLURM_RELEASE" in
   # be past its Valid-Until date (a frozen snapshot): apt must not care.
   SLURM_DEBIAN_SUITE=sid
   SLURM_ROOTFS="$SLURM_STATE/root-26.05"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared-26.05"
   SLURM_APT_OPTIONS="-o Acquire::Check-Valid-Until=false"
   ;;
 *)
   # slurm-up.sh refuses it (check_release); slurm-down.sh stops every root.
   SLURM_DEBIAN_SUITE=""
   SLURM_ROOTFS="$SLURM_STATE/root-$SLURM_RELEASE"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared-$SLURM_RELEASE"
   SLURM_APT_OPTIONS=""
   ;;
 esac
-SLURM_HOST_SHARED="$SLURM_STATE/shared"
 SLURM_JOB_SHARED="/shared"
 SLURM_BIN="$SLURM_STATE/bin"
 SLURM_LOG="$SLURM_STATE/log"
