@@ -84,6 +84,9 @@ package: deps
 package-test: package
 	@VERSION=$(VERSION) bash scripts/package-test.sh
 
+# The local Slurm (scripts/slurm/README.md): SLURM_RELEASE=24.11 (default)
+# or 26.05, one release at a time; slurm-down stops whichever runs.
+# integration-test runs against each of SLURM_RELEASES ("24.11 26.05").
 slurm-up:
 	@bash scripts/slurm-up.sh
 

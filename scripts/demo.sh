@@ -2,8 +2,9 @@
 # The gavel-slurm demo (`make demo`, after `make build`).
 #
 # Where a local Slurm can be started (root or passwordless sudo; the Slurm
-# scripts install debootstrap and fetch Debian trixie's Slurm 24.11 on first
-# use, about two minutes), it starts that Slurm, runs the daemon with 10 s
+# scripts install debootstrap and fetch Debian trixie's Slurm 24.11, or with
+# SLURM_RELEASE=26.05 Debian sid's Slurm 26.05, on first use, under a
+# minute), it starts that Slurm, runs the daemon with 10 s
 # rounds beside it, submits a small mixed workload and shows
 # `gavel-slurm status` after a few rounds; then it stops the daemon and
 # cancels the demo's jobs. Slurm is LEFT RUNNING for further trials; stop it
@@ -58,7 +59,7 @@ if ! can_start_slurm; then
   exit 0
 fi
 
-say "Starting the local Slurm 24.11 (scripts/slurm-up.sh; idempotent, minutes the first time)"
+say "Starting the local Slurm ${SLURM_RELEASE:-24.11} (scripts/slurm-up.sh; idempotent, a minute the first time)"
 if ! bash scripts/slurm-up.sh; then
   echo "demo: the local Slurm could not be started (see the messages above)."
   simulator_demo

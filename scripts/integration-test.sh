@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Integration tests against a real local Slurm 24.11: brings it up (see
-# scripts/slurm-up.sh), exports the settings from .local/slurm/env and runs
-# every Go test with the `integration` build tag.
+# Integration tests against real local Slurm releases. For each release in
+# SLURM_RELEASES, one after another: bring it up (scripts/slurm-up.sh with
+# SLURM_RELEASE set), export its .local/slurm/env, run every Go test with
+# the `integration` build tag, bring it down; then the next release. Every
+# release runs even when an earlier one failed; the run fails when any
+# failed. At the end it prints, per release, how long the root build, the
+# bring-up and the tests took, and the tests that failed.
 #
+#   SLURM_RELEASES="24.11 26.05"  the releases, in order (the default; CI covers both)
 #   SKIP_SLURM=1   skip everything (machines that cannot run Slurm; CI must not set it)
-#   KEEP_SLURM=1   leave Slurm running afterwards even if this run started it
+#   KEEP_SLURM=1   leave the last release's Slurm running afterwards even if
+#                  this run started it (earlier ones must make room for the next)
+#   INTEGRATION_PACKAGES=./pkg/...  narrow the test run (default ./...)
 #
-# Slurm is stopped on exit only when this run started it: a Slurm that was
-# already up (someone else's tests may be using it) stays up.
-set -euo pipefail
+# A release's Slurm that was already up (someone else's tests may be using
+# it) is used as it is and left up. Only one release runs at a time: while
+# one that this run did not start is up, slurm-up.sh refuses to start
+# another, and that release fails (stop the running one with `make
+# slurm-down`, or set SLURM_SWITCH=1 to let slurm-up.sh stop it).
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${SKIP_SLURM:-}" = 1 ]; then
@@ -16,27 +26,110 @@ if [ "${SKIP_SLURM:-}" = 1 ]; then
   exit 0
 fi
 
-was_up=0
-[ -f .local/slurm/env ] && was_up=1
-
-stop_if_started() {
-  if [ "$was_up" = 0 ] && [ "${KEEP_SLURM:-}" != 1 ]; then
-    echo "integration: stopping the Slurm this run started"
-    bash scripts/slurm-down.sh || echo "integration: slurm-down failed" >&2
-  fi
+releases=(${SLURM_RELEASES:-24.11 26.05})
+[ "${#releases[@]}" -gt 0 ] || {
+  echo "integration: SLURM_RELEASES is empty" >&2
+  exit 2
 }
-trap stop_if_started EXIT
+packages=${INTEGRATION_PACKAGES:-./...}
+env_file=.local/slurm/env
+logs=$(mktemp -d)
 
-echo "integration: bringing up the local Slurm"
-bash scripts/slurm-up.sh
+# running_release prints the release whose stack works now ("" when none):
+# the env file exists only while one does, and names its release (an env
+# file written before releases existed is 24.11's).
+running_release() {
+  [ -f "$env_file" ] || return 0
+  local r
+  r=$(sed -n 's/^SLURM_RELEASE=//p' "$env_file")
+  printf '%s' "${r:-24.11}"
+}
 
-set -a
-# shellcheck source=/dev/null
-source .local/slurm/env
-set +a
+started=""  # the release this run started and has not stopped yet
+stop_started() {
+  [ -n "$started" ] || return 0
+  echo "integration: stopping the Slurm $started this run started"
+  bash scripts/slurm-down.sh "$started" || echo "integration: slurm-down failed" >&2
+  started=""
+}
+on_exit() {
+  [ "${KEEP_SLURM:-}" = 1 ] || stop_started
+  rm -rf "$logs"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
 
-echo "integration: go test -tags integration ${INTEGRATION_PACKAGES:-./...} against $SLURMRESTD_URL"
-# INTEGRATION_PACKAGES narrows the run while working on one package. -p 1:
-# the packages share one small cluster, so they take turns rather than
-# competing for its GPUs.
-go test -count=1 -p 1 -timeout 40m -tags integration ${INTEGRATION_PACKAGES:-./...}
+declare -A root_s up_s test_s result
+failed=()
+last=$((${#releases[@]} - 1))
+for i in "${!releases[@]}"; do
+  release=${releases[$i]}
+  root_s[$release]=- up_s[$release]=- test_s[$release]=-
+  echo
+  echo "integration: ===== Slurm $release ====="
+  was_up=0
+  [ "$(running_release)" = "$release" ] && was_up=1
+
+  t0=$SECONDS
+  echo "integration: bringing up the local Slurm $release"
+  if ! SLURM_RELEASE=$release bash scripts/slurm-up.sh; then
+    up_s[$release]=$((SECONDS - t0))
+    result[$release]="FAILED (bring-up)"
+    failed+=("$release")
+    # What a failed start left of this release goes (never another
+    # release's stack: slurm-up.sh may have refused because of it).
+    [ "$was_up" = 1 ] || bash scripts/slurm-down.sh "$release" || true
+    continue
+  fi
+  [ "$was_up" = 1 ] || started=$release
+  total=$((SECONDS - t0))
+  built=$(sed -n 's/^ROOT_BUILD_S=//p' .local/slurm/last-up 2>/dev/null)
+  root_s[$release]=${built:-0}
+  up_s[$release]=$((total - ${built:-0}))
+
+  t1=$SECONDS
+  echo "integration: go test -tags integration $packages against Slurm $release"
+  # -p 1: the packages share one small cluster, so they take turns rather
+  # than competing for its GPUs. A subshell keeps this release's settings
+  # away from the next one.
+  (
+    set -a
+    # shellcheck source=/dev/null
+    source "$env_file"
+    set +a
+    # shellcheck disable=SC2086 # INTEGRATION_PACKAGES may name several
+    go test -count=1 -p 1 -timeout 40m -tags integration $packages
+  ) 2>&1 | tee "$logs/$release.log"
+  rc=${PIPESTATUS[0]}
+  test_s[$release]=$((SECONDS - t1))
+  if [ "$rc" = 0 ]; then
+    result[$release]=ok
+  else
+    result[$release]="FAILED (tests)"
+    failed+=("$release")
+  fi
+
+  # Make room for the next release; keep the last one only on request.
+  if [ "$i" != "$last" ] || [ "${KEEP_SLURM:-}" != 1 ]; then
+    stop_started
+  fi
+done
+
+echo
+echo "integration: summary (seconds; root build 0 = cached root)"
+printf '  %-8s %10s %9s %7s  %s\n' release "root build" bring-up tests result
+for release in "${releases[@]}"; do
+  printf '  %-8s %10s %9s %7s  %s\n' "$release" "${root_s[$release]}" "${up_s[$release]}" \
+    "${test_s[$release]}" "${result[$release]}"
+done
+for release in "${failed[@]}"; do
+  [ -f "$logs/$release.log" ] || continue
+  # Without -v, go test prints only what failing tests logged.
+  fails=$(grep -E '^[[:space:]]*--- FAIL|^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+:|^FAIL[[:space:]]|^panic:' "$logs/$release.log" || true)
+  [ -z "$fails" ] || printf '\nintegration: failures on Slurm %s:\n%s\n' "$release" "$fails"
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "integration: FAILED on Slurm ${failed[*]}"
+  exit 1
+fi
+echo "integration: passed on Slurm ${releases[*]}"

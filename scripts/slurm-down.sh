@@ -1,41 +1,48 @@
 #!/usr/bin/env bash
-# Stops the local Slurm started by slurm-up.sh: every process inside the root
-# (daemons, job steps, whatever jobs started), then every mount it made. The
-# cached root stays for a fast restart; `rm -rf .local/slurm` after this
-# removes it too.
+# Stops the local Slurm started by slurm-up.sh, whichever release runs
+# (SLURM_RELEASE does not matter here): in every release's root, every
+# process (daemons, job steps, whatever jobs started), then every mount it
+# made. Only processes whose root is one of this checkout's roots are
+# touched. The cached roots stay for a fast restart; `rm -rf --one-file-system
+# .local/slurm` after this removes them too.
+#
+#   slurm-down.sh           stop whichever release runs
+#   slurm-down.sh RELEASE   stop only that release's root (24.11, 26.05);
+#                           another release's stack and its env file stay
 set -euo pipefail
 # shellcheck source=slurm/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/slurm/common.sh"
 
 [ "$(id -u)" -eq 0 ] || exec sudo -E bash "${BASH_SOURCE[0]}" "$@"
 
-if [ ! -d "$SLURM_ROOTFS" ]; then
-  say "nothing to stop (no $SLURM_ROOTFS)"
+only="${1:-}"
+mapfile -t roots < <(all_roots)
+if [ -n "$only" ]; then
+  mapfile -t roots < <(for root in "${roots[@]}"; do
+    [ "$(release_of_root "$root")" != "$only" ] || printf '%s\n' "$root"
+  done)
+fi
+if [ "${#roots[@]}" -eq 0 ]; then
+  say "nothing to stop (no root${only:+ for $only} under $SLURM_STATE)"
   exit 0
 fi
 exec 9>"$SLURM_STATE/lock"
 flock 9
 
-rm -f "$SLURM_ENV_FILE" "$SLURM_STATE/running-config"
-
-pids="$(root_pids)"
-if [ -n "$pids" ]; then
-  say "stopping $(wc -w <<<"$pids") processes inside the root"
-  # shellcheck disable=SC2086 # one pid per word
-  kill $pids 2>/dev/null || true
-  for _ in $(seq 50); do
-    pids="$(root_pids)"
-    [ -n "$pids" ] || break
-    sleep 0.1
-  done
-  if [ -n "$pids" ]; then
-    # shellcheck disable=SC2086
-    kill -9 $pids 2>/dev/null || true
-    sleep 0.2
-  fi
+# The env file promises a working stack: it goes first, unless it speaks
+# for another release, which stays up.
+others_up=0
+if [ -n "$only" ]; then
+  while read -r root; do
+    [ "$(release_of_root "$root")" = "$only" ] || [ -z "$(root_pids "$root")" ] || others_up=1
+  done < <(all_roots)
 fi
-[ -z "$(root_pids)" ] || fail "processes still running inside the root: $(root_pids | tr '\n' ' ')"
-
-umount_all
-[ -z "$(mounts_under)" ] || fail "still mounted: $(mounts_under | tr '\n' ' ')"
-say "stopped; root kept in $SLURM_ROOTFS"
+if [ "$others_up" = 0 ] || [ "$(env_release)" = "$only" ]; then
+  rm -f "$SLURM_ENV_FILE" "$SLURM_STATE/running-config"
+fi
+kept=""
+for root in "${roots[@]}"; do
+  stop_root "$root"
+  kept+="${kept:+, }${root##*/} ($(release_of_root "$root"))"
+done
+say "stopped; roots kept: $kept"

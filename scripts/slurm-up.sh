@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Starts a real local Slurm 24.11 (slurmctld, several slurmd with fake typed
-# GPUs, slurmrestd with JWT) inside a cached Debian trixie tree under
-# .local/slurm/root. Idempotent: builds only what is missing and starts only
-# the daemons that are not running. Settings: see scripts/slurm/common.sh.
+# Starts a real local Slurm (slurmctld, several slurmd with fake typed GPUs,
+# slurmrestd with JWT) inside a cached Debian tree: SLURM_RELEASE=24.11 (the
+# default) in a trixie tree under .local/slurm/root, SLURM_RELEASE=26.05 in
+# a sid tree under .local/slurm/root-26.05. Idempotent: builds only what is
+# missing and starts only the daemons that are not running. One release
+# runs at a time: while the other one runs it refuses (SLURM_SWITCH=1 stops
+# the other one first). Settings: see scripts/slurm/common.sh.
 # On success it writes .local/slurm/env (source it to reach this Slurm).
 set -Eeuo pipefail
 # shellcheck source=slurm/common.sh
@@ -19,7 +22,26 @@ flock 9
 started_at=$SECONDS
 # Bad settings stop here, before anything changes: a running stack and its
 # env file stay as they are.
+check_release
 nodes_list >/dev/null || exit 1
+
+# Another release's stack of this checkout uses the same ports and state
+# files: refuse, since someone may be testing against it (stopping it
+# would cancel their jobs), unless SLURM_SWITCH=1 asks to stop it. Mounts
+# left without processes are just undone.
+mapfile -t roots < <(all_roots)
+for other in "${roots[@]}"; do
+  [ "$other" != "$SLURM_ROOTFS" ] || continue
+  if [ -n "$(root_pids "$other")" ]; then
+    if [ "${SLURM_SWITCH:-}" != 1 ]; then
+      fail "Slurm $(release_of_root "$other") of this checkout is running ($other); refusing to start $SLURM_RELEASE beside it (same ports, and someone may be using it). Stop it first with 'make slurm-down' (scripts/slurm-down.sh), or set SLURM_SWITCH=1 to stop it and start $SLURM_RELEASE."
+    fi
+    say "SLURM_SWITCH=1: stopping Slurm $(release_of_root "$other") to start $SLURM_RELEASE"
+    rm -f "$SLURM_ENV_FILE" "$SLURM_STATE/running-config"
+    stop_root "$other"
+  fi
+  umount_all "$other"
+done
 
 # From here on a failure means the stack may not work: withdraw the env file,
 # which promises a working stack to tests.
@@ -43,22 +65,31 @@ build_root() {
   if [ -f "$SLURM_ROOTFS/.gavel-bootstrap-done" ]; then
     return
   fi
+  local t0=$SECONDS
   ensure_debootstrap
   if [ -e "$SLURM_ROOTFS" ]; then
     say "removing an unfinished root"
     umount_all
     rm -rf --one-file-system "$SLURM_ROOTFS"
   fi
-  say "debootstrap trixie (minbase) into $SLURM_ROOTFS from $SLURM_DEBIAN_MIRROR (about a minute)"
-  if ! debootstrap --variant=minbase trixie "$SLURM_ROOTFS" "$SLURM_DEBIAN_MIRROR" >"$SLURM_STATE/debootstrap.log" 2>&1; then
-    tail -n 30 "$SLURM_STATE/debootstrap.log" >&2
+  say "debootstrap $SLURM_DEBIAN_SUITE (minbase) into $SLURM_ROOTFS from $SLURM_DEBIAN_MIRROR (up to a minute)"
+  if ! debootstrap --variant=minbase "$SLURM_DEBIAN_SUITE" "$SLURM_ROOTFS" "$SLURM_DEBIAN_MIRROR" >"$SLURM_STATE/debootstrap-$SLURM_RELEASE.log" 2>&1; then
+    tail -n 30 "$SLURM_STATE/debootstrap-$SLURM_RELEASE.log" >&2
     umount_all
-    fail "debootstrap failed; full log in $SLURM_STATE/debootstrap.log"
+    fail "debootstrap failed; full log in $SLURM_STATE/debootstrap-$SLURM_RELEASE.log"
+  fi
+  # A new root numbers its jobs from 1 again: files that earlier jobs left
+  # in its shared folder (named after their job ids) would mislead new
+  # jobs with the same ids.
+  if [ -d "$SLURM_HOST_SHARED" ] && [ -n "$(ls -A "$SLURM_HOST_SHARED")" ]; then
+    say "emptying $SLURM_HOST_SHARED (files of the jobs of an earlier root)"
+    find "$SLURM_HOST_SHARED" -mindepth 1 -delete
   fi
   # Package scripts must not start services: we start the daemons ourselves.
   printf '#!/bin/sh\nexit 101\n' >"$SLURM_ROOTFS/usr/sbin/policy-rc.d"
   chmod 755 "$SLURM_ROOTFS/usr/sbin/policy-rc.d"
   touch "$SLURM_ROOTFS/.gavel-bootstrap-done"
+  root_build_s=$((root_build_s + SECONDS - t0))
 }
 
 mount_root() {
@@ -77,17 +108,39 @@ install_packages() {
   if [ -f "$marker" ] && [ "$(cat "$marker")" = "$SLURM_PACKAGES" ]; then
     return
   fi
+  local t0=$SECONDS log="$SLURM_STATE/apt-$SLURM_RELEASE.log"
   say "installing $SLURM_PACKAGES inside the root (about 30 s)"
   cp /etc/resolv.conf "$SLURM_ROOTFS/etc/resolv.conf" 2>/dev/null || true
-  # shellcheck disable=SC2086 # the package list is split on purpose
+  # shellcheck disable=SC2086 # the package list and options are split on purpose
   if ! in_root env DEBIAN_FRONTEND=noninteractive sh -c \
-    "apt-get update -qq && apt-get install -y -qq --no-install-recommends $SLURM_PACKAGES" \
-    >"$SLURM_STATE/apt.log" 2>&1; then
-    tail -n 30 "$SLURM_STATE/apt.log" >&2
-    fail "apt-get inside the root failed; full log in $SLURM_STATE/apt.log"
+    "apt-get $SLURM_APT_OPTIONS update -qq && apt-get $SLURM_APT_OPTIONS install -y -qq --no-install-recommends $SLURM_PACKAGES" \
+    >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    fail "apt-get inside the root failed; full log in $log"
   fi
   in_root apt-get clean
   printf '%s' "$SLURM_PACKAGES" >"$marker"
+  root_build_s=$((root_build_s + SECONDS - t0))
+}
+
+# slurm_version prints the installed Slurm's version (26.05.5), without
+# Debian's epoch and revision.
+slurm_version() {
+  local v
+  v="$(in_root dpkg-query -W -f='${Version}' slurmctld 2>/dev/null)" || return 1
+  v="${v#*:}"
+  printf '%s' "${v%%-*}"
+}
+
+# check_version: the suite must still ship the release asked for (sid moves
+# on): a root holding another release fails here, before anything starts.
+check_version() {
+  local v
+  v="$(slurm_version)" || fail "slurmctld is not installed in $SLURM_ROOTFS"
+  case "$v" in
+  "$SLURM_RELEASE".*) ;;
+  *) fail "$SLURM_ROOTFS holds Slurm $v, not $SLURM_RELEASE (Debian $SLURM_DEBIAN_SUITE ships another release now?)" ;;
+  esac
 }
 
 # ---------------------------------------------------------------- config
@@ -101,7 +154,8 @@ configure_root() {
     "$r$SLURM_LOG_IN_ROOT" "$r/var/lib/gavel-gpus" "$r/etc/slurm"
   in_root chown slurm:slurm /var/spool/slurmctld /var/log/slurm /run/slurm
   in_root chown munge:munge /run/munge /var/log/munge
-  ln -sfn "root$SLURM_LOG_IN_ROOT" "$SLURM_LOG"
+  # log/ follows the release that runs.
+  ln -sfn "${SLURM_ROOTFS##*/}$SLURM_LOG_IN_ROOT" "$SLURM_LOG"
 
   if [ ! -s "$r/etc/munge/munge.key" ]; then
     in_root mungekey --create --keyfile=/etc/munge/munge.key
@@ -287,6 +341,16 @@ rest_up() {
     "http://127.0.0.1:$SLURMRESTD_PORT/slurm/v0.0.42/ping"
 }
 
+# api_versions prints the REST API versions slurmrestd serves
+# ("v0.0.42 v0.0.43 ..."), read from the paths of its OpenAPI description
+# (written "\/slurm\/v0.0.43\/..." by 26.05).
+api_versions() {
+  curl -fsS -m 20 -H "X-SLURM-USER-NAME: $SLURM_TOKEN_USER" -H "X-SLURM-USER-TOKEN: $(cat "$SLURM_STATE/token")" \
+    "http://127.0.0.1:$SLURMRESTD_PORT/openapi/v3" |
+    grep -oE '"\\?/slurm\\?/v[0-9]+\.[0-9]+\.[0-9]+' | grep -oE 'v[0-9]+\.[0-9]+\.[0-9]+$' |
+    sort -u -V | paste -sd' ' -
+}
+
 mint_token() {
   local out
   out="$(in_root scontrol token username="$SLURM_TOKEN_USER" lifespan="$SLURM_TOKEN_LIFESPAN")" ||
@@ -326,6 +390,12 @@ write_env() {
     printf 'SLURMRESTD_URL=%q\n' "http://127.0.0.1:$SLURMRESTD_PORT"
     printf 'SLURM_JWT_FILE=%q\n' "$SLURM_STATE/token"
     printf 'SLURM_USER_NAME=%q\n' "$SLURM_TOKEN_USER"
+    # The release, and the API versions its slurmrestd serves, oldest
+    # first: tests tell from these which Slurm they face. SLURM_API_VERSION
+    # is one that every release here serves.
+    printf 'SLURM_RELEASE=%q\n' "$SLURM_RELEASE"
+    printf 'SLURM_VERSION=%q\n' "$(slurm_version)"
+    printf 'SLURM_API_VERSIONS=%q\n' "$served_versions"
     printf 'SLURM_API_VERSION=v0.0.42\n'
     printf 'SLURM_PARTITION=gpu\n'
     printf 'SLURM_GPU_NODES=%q\n' "$SLURM_GPU_NODES"
@@ -344,9 +414,11 @@ write_env() {
 }
 
 # ---------------------------------------------------------------- main
+root_build_s=0
 build_root
 mount_root
 install_packages
+check_version
 configure_root
 install_collector_scripts
 
@@ -367,7 +439,15 @@ wait_for 60 "every node to be idle" nodes_ready
 mint_token
 start_slurmrestd
 wait_for 20 "slurmrestd to answer with the token" rest_up
+served_versions="$(api_versions)" || fail "cannot read the API versions from slurmrestd's /openapi/v3"
+[[ " $served_versions " == *" v0.0.42 "* ]] || fail "slurmrestd does not serve v0.0.42 (it serves: ${served_versions:-nothing})"
 write_wrappers
 write_env
 
-say "up in $((SECONDS - started_at))s: $(in_root sinfo -h -N -p gpu -o '%N' | wc -l) nodes, REST http://127.0.0.1:$SLURMRESTD_PORT, env in $SLURM_ENV_FILE"
+# How long the parts took, for scripts/integration-test.sh.
+total_s=$((SECONDS - started_at))
+printf 'SLURM_RELEASE=%s\nROOT_BUILD_S=%s\nTOTAL_S=%s\n' "$SLURM_RELEASE" "$root_build_s" "$total_s" >"$SLURM_STATE/last-up"
+if [ "$root_build_s" -gt 0 ]; then
+  say "root for $SLURM_RELEASE built in ${root_build_s}s (debootstrap $SLURM_DEBIAN_SUITE and apt-get)"
+fi
+say "Slurm $(slurm_version) up in ${total_s}s: $(in_root sinfo -h -N -p gpu -o '%N' | wc -l) nodes, REST http://127.0.0.1:$SLURMRESTD_PORT (API $served_versions), env in $SLURM_ENV_FILE"

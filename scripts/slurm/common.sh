@@ -2,12 +2,18 @@
 #
 # Everything lives under .local/slurm/ in the repository:
 #   root/     a Debian trixie tree (debootstrap) holding Slurm 24.11; cached
+#   root-26.05/  a Debian sid tree holding Slurm 26.05; cached
 #   shared/   bind-mounted at /shared inside root: job scripts and their files
+#   shared-26.05/  the same for root-26.05
 #   bin/      wrappers (sbatch, scontrol, ...) that run inside root
 #   log/      daemon logs (slurmctld, one slurmd per node, slurmrestd, munged)
 #   env       shell assignments for tests; present only while the stack works
 #
 # Settings (environment variables, all optional):
+#   SLURM_RELEASE    which Slurm: 24.11 (default) or 26.05. Each release has
+#                    its own cached root; one stack runs at a time, and
+#                    slurm-up.sh refuses to start one release while the other
+#                    runs (SLURM_SWITCH=1 stops the other one first)
 #   SLURM_GPU_NODES  node groups "type:nodes:gpus_per_node ..."
 #                    (default "v100:2:4 p100:2:4 k80:2:4")
 #   SLURM_CPUS_PER_NODE    CPUs each node claims (default 16)
@@ -19,8 +25,40 @@
 
 SLURM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SLURM_STATE="$SLURM_REPO_ROOT/.local/slurm"
-SLURM_ROOTFS="$SLURM_STATE/root"
-SLURM_HOST_SHARED="$SLURM_STATE/shared"
+
+# The releases the scripts know, each with its Debian suite, root and
+# shared folder. 24.11 keeps the old names (.local/slurm/root and shared)
+# so that existing caches and a stack started before releases existed are
+# still found. Each root numbers its jobs from 1 on, and tests and the demo
+# name files in the shared folder after job ids: each root has its own
+# shared folder, emptied when its root is built afresh, so that no job
+# finds the files of an earlier job with its id.
+SLURM_KNOWN_RELEASES="24.11 26.05"
+SLURM_RELEASE="${SLURM_RELEASE:-24.11}"
+case "$SLURM_RELEASE" in
+24.11)
+  SLURM_DEBIAN_SUITE=trixie
+  SLURM_ROOTFS="$SLURM_STATE/root"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared"
+  SLURM_APT_OPTIONS=""
+  ;;
+26.05)
+  # Bookworm's debootstrap has no script for forky (testing) but has one
+  # for sid, which ships the same Slurm. The mirror's sid Release file may
+  # be past its Valid-Until date (a frozen snapshot): apt must not care.
+  SLURM_DEBIAN_SUITE=sid
+  SLURM_ROOTFS="$SLURM_STATE/root-26.05"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared-26.05"
+  SLURM_APT_OPTIONS="-o Acquire::Check-Valid-Until=false"
+  ;;
+*)
+  # slurm-up.sh refuses it (check_release); slurm-down.sh stops every root.
+  SLURM_DEBIAN_SUITE=""
+  SLURM_ROOTFS="$SLURM_STATE/root-$SLURM_RELEASE"
+  SLURM_HOST_SHARED="$SLURM_STATE/shared-$SLURM_RELEASE"
+  SLURM_APT_OPTIONS=""
+  ;;
+esac
 SLURM_JOB_SHARED="/shared"
 SLURM_BIN="$SLURM_STATE/bin"
 SLURM_LOG="$SLURM_STATE/log"
@@ -44,6 +82,29 @@ SLURM_PACKAGES="slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plu
 SLURM_LOG_IN_ROOT="/var/log/slurm"
 
 say() { printf 'slurm: %s\n' "$*"; }
+
+check_release() {
+  [ -n "$SLURM_DEBIAN_SUITE" ] ||
+    fail "unknown SLURM_RELEASE '$SLURM_RELEASE' (known: $SLURM_KNOWN_RELEASES)"
+}
+
+# all_roots prints every release's root that exists under .local/slurm.
+all_roots() {
+  local d
+  for d in "$SLURM_STATE/root" "$SLURM_STATE"/root-*; do
+    [ -d "$d" ] && printf '%s\n' "$d"
+  done
+  return 0
+}
+
+# release_of_root ROOT: the release a root holds, from its name.
+release_of_root() {
+  case "${1##*/}" in
+  root) printf '24.11' ;;
+  root-*) printf '%s' "${1##*/root-}" ;;
+  *) printf '?' ;;
+  esac
+}
 fail() {
   printf 'slurm: ERROR: %s\n' "$*" >&2
   # slurm-up.sh sets this once it starts changing things: the stack may then
@@ -106,26 +167,63 @@ pid_alive() {
   [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]
 }
 
-# root_pids lists every process running inside the root: daemons, job steps
-# and anything the jobs started.
+# root_pids [ROOT] lists every process running inside the root (default:
+# this release's): daemons, job steps and anything the jobs started. Only
+# processes whose root is exactly that folder: nothing outside this
+# checkout's tree is ever listed.
 root_pids() {
-  local p
+  local root="${1:-$SLURM_ROOTFS}" p
   for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$SLURM_ROOTFS" ] && printf '%s\n' "${p#/proc/}"
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && printf '%s\n' "${p#/proc/}"
   done
   return 0
 }
 
-# mounts_under prints mount points inside the root, deepest first.
+# mounts_under [ROOT] prints mount points inside the root, deepest first.
 mounts_under() {
-  findmnt -rn -o TARGET | awk -v r="$SLURM_ROOTFS" 'index($0, r "/") == 1 || $0 == r' | sort -r
+  findmnt -rn -o TARGET | awk -v r="${1:-$SLURM_ROOTFS}" 'index($0, r "/") == 1 || $0 == r' | sort -r
 }
 
 umount_all() {
   local m
-  for m in $(mounts_under); do
+  for m in $(mounts_under "${1:-}"); do
     umount "$m" 2>/dev/null || umount -l "$m" || fail "cannot unmount $m"
   done
+}
+
+# env_release prints the release the env file speaks for ("" when there is
+# no env file; an env file from before releases existed is 24.11's).
+env_release() {
+  [ -f "$SLURM_ENV_FILE" ] || return 0
+  local r
+  r="$(sed -n 's/^SLURM_RELEASE=//p' "$SLURM_ENV_FILE")"
+  printf '%s' "${r:-24.11}"
+}
+
+# stop_root ROOT stops the stack of one root: every process inside the root
+# gets SIGTERM, SIGKILL after 5 s, then every mount is undone. The caller
+# holds the lock and has removed the env file if it spoke for this root.
+stop_root() {
+  local root="$1" pids
+  pids="$(root_pids "$root")"
+  if [ -n "$pids" ]; then
+    say "stopping $(wc -w <<<"$pids") processes inside $root (Slurm $(release_of_root "$root"))"
+    # shellcheck disable=SC2086 # one pid per word
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 50); do
+      pids="$(root_pids "$root")"
+      [ -n "$pids" ] || break
+      sleep 0.1
+    done
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086
+      kill -9 $pids 2>/dev/null || true
+      sleep 0.2
+    fi
+  fi
+  [ -z "$(root_pids "$root")" ] || fail "processes still running inside $root: $(root_pids "$root" | tr '\n' ' ')"
+  umount_all "$root"
+  [ -z "$(mounts_under "$root")" ] || fail "still mounted: $(mounts_under "$root" | tr '\n' ' ')"
 }
 
 fail_with_logs() {
