@@ -13,11 +13,11 @@
 #                  this run started it (earlier ones must make room for the next)
 #   INTEGRATION_PACKAGES=./pkg/...  narrow the test run (default ./...)
 #
-# A release's Slurm that was already up (someone else's tests may be using
-# it) is used as it is and left up. Only one release runs at a time: while
-# one that this run did not start is up, slurm-up.sh refuses to start
-# another, and that release fails (stop the running one with `make
-# slurm-down`, or set SLURM_SWITCH=1 to let slurm-up.sh stop it).
+# A release's Slurm that was already up (`make demo` leaves one up) is used
+# as it is. Only one release runs at a time, so to test another this run
+# stops it (slurm-up.sh with SLURM_SWITCH=1), and brings it back up at the
+# end (seconds, from its cached root), so that `make demo` followed by
+# `make test` works.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,6 +46,7 @@ running_release() {
 }
 
 started=""  # the release this run started and has not stopped yet
+before=$(running_release)  # the release that was up before this run
 stop_started() {
   [ -n "$started" ] || return 0
   echo "integration: stopping the Slurm $started this run started"
@@ -54,6 +55,11 @@ stop_started() {
 }
 on_exit() {
   [ "${KEEP_SLURM:-}" = 1 ] || stop_started
+  if [ -n "$before" ] && [ "$(running_release)" != "$before" ] && [ "${KEEP_SLURM:-}" != 1 ]; then
+    echo "integration: bringing the Slurm $before that was up before this run back up"
+    SLURM_SWITCH=1 SLURM_RELEASE=$before bash scripts/slurm-up.sh >/dev/null ||
+      echo "integration: could not bring Slurm $before back up" >&2
+  fi
   rm -rf "$logs"
 }
 trap on_exit EXIT
@@ -72,7 +78,7 @@ for i in "${!releases[@]}"; do
 
   t0=$SECONDS
   echo "integration: bringing up the local Slurm $release"
-  if ! SLURM_RELEASE=$release bash scripts/slurm-up.sh; then
+  if ! SLURM_SWITCH=1 SLURM_RELEASE=$release bash scripts/slurm-up.sh; then
     up_s[$release]=$((SECONDS - t0))
     result[$release]="FAILED (bring-up)"
     failed+=("$release")
