@@ -34,6 +34,29 @@ DEMO_DIR=$PWD/.local/demo
 
 say() { printf '\n== %s\n' "$*"; }
 
+# listening HOST:PORT reports whether something accepts connections there.
+listening() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+# free_addr HOST:PORT prints the address, or the first of the next 50
+# ports on the host that nothing listens on: a daemon already on the
+# demo's port (an earlier demo, another service) must not answer in place
+# of this demo's own.
+free_addr() {
+  local host=${1%:*} port=${1##*:} p
+  for ((p = port; p < port + 50; p++)); do
+    listening "$host:$p" || { printf '%s:%s' "$host" "$p"; return 0; }
+  done
+  return 1
+}
+
+# daemon_failed prints why the demo's daemon is gone, with its log, and
+# fails the demo.
+daemon_failed() {
+  echo "demo: FAILED: the daemon exited ($1); its log ($DEMO_DIR/daemon.log):" >&2
+  cat "$DEMO_DIR/daemon.log" >&2
+  exit 1
+}
+
 [ -x "$BIN" ] || { echo "demo: $BIN is missing; run 'make build' (or 'make demo')" >&2; exit 1; }
 
 can_start_slurm() {
@@ -73,6 +96,16 @@ PARTITION=${SLURM_PARTITION:-gpu}
 "$SINFO" -o '%P %D %N %G %f'
 
 mkdir -p "$DEMO_DIR"
+# Ports something else listens on are skipped (said, not silent).
+addr=$(free_addr "$LISTEN") || { echo "demo: FAILED: no free port near $LISTEN (set DEMO_LISTEN)" >&2; exit 1; }
+[ "$addr" = "$LISTEN" ] || echo "demo: $LISTEN is taken; the daemon's API listens on $addr instead"
+LISTEN=$addr
+start=$COLLECTOR_LISTEN
+[ "$start" != "$LISTEN" ] || start=${LISTEN%:*}:$((${LISTEN##*:} + 1))
+addr=$(free_addr "$start") || { echo "demo: FAILED: no free port near $start (set DEMO_COLLECTOR_LISTEN)" >&2; exit 1; }
+[ "$addr" = "$LISTEN" ] && addr=$(free_addr "${LISTEN%:*}:$((${LISTEN##*:} + 1))")
+[ "$addr" = "$COLLECTOR_LISTEN" ] || echo "demo: $COLLECTOR_LISTEN is taken; collectors report to $addr instead"
+COLLECTOR_LISTEN=$addr
 rm -rf "$DEMO_DIR/state"
 # The collectors' shared secret, readable by its owner only.
 (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DEMO_DIR/collector.token")
@@ -226,11 +259,24 @@ say "Starting the daemon: policy $POLICY, ${ROUND} rounds, API on $LISTEN (log i
 echo "   $BIN daemon --config $CONFIG"
 "$BIN" daemon --config "$CONFIG" >"$DEMO_DIR/daemon.log" 2>&1 &
 DAEMON_PID=$!
+up=0
 for _ in $(seq 50); do
-  "$BIN" status --server "$LISTEN" >/dev/null 2>&1 && break
-  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DEMO_DIR/daemon.log"; exit 1; }
+  kill -0 "$DAEMON_PID" 2>/dev/null || daemon_failed "before it answered"
+  if "$BIN" status --server "$LISTEN" >/dev/null 2>&1; then
+    up=1
+    break
+  fi
   sleep 0.2
 done
+# The answer must be this daemon's: it is still running, and its log
+# says it listens where the demo asks.
+[ "$up" = 1 ] || daemon_failed "no answer on $LISTEN after 10 s"
+for _ in $(seq 50); do
+  kill -0 "$DAEMON_PID" 2>/dev/null || daemon_failed "right after it started"
+  grep -q "\"listen\":\"$LISTEN\"" "$DEMO_DIR/daemon.log" && break
+  sleep 0.1
+done
+grep -q "\"listen\":\"$LISTEN\"" "$DEMO_DIR/daemon.log" || daemon_failed "it does not say it listens on $LISTEN" 
 
 say "Starting the node collectors: reports every 3s to $COLLECTOR_LISTEN"
 mkdir -p "$DEMO_DIR/no-proc"
@@ -239,6 +285,7 @@ start_collectors
 for round in $(seq "$ROUNDS"); do
   say "Waiting one round (${ROUND}), then: $BIN status --server $LISTEN   [round $round of $ROUNDS]"
   sleep "$ROUND"
+  kill -0 "$DAEMON_PID" 2>/dev/null || daemon_failed "during round $round"
   "$BIN" status --server "$LISTEN" || true
 done
 
