@@ -24,10 +24,10 @@ func TestPreemptedJobsResumeFromTheirCheckpoint(t *testing.T) {
 	const steps = 50 // 10 s of work each, against 6 s rounds
 	var jobs []int
 	for _, model := range []string{"resnet50-bs64", "a3c"} {
-		jobs = append(jobs, env.Submit(t, checkpointScript(env, "ckpt", steps),
-			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model))
+		jobs = append(jobs, submitHeld(t, env, checkpointScript(env, "ckpt", steps),
+			"--partition="+part, "--gres=gpu:4", "--comment=gavel: model="+model))
 	}
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 6 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 6 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -31,8 +31,8 @@ func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
 	part := ownPartition(t, env, "k80-1")
 	var live []int
 	for range 2 {
-		live = append(live, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
-			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
+		live = append(live, submitHeld(t, env, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
 	}
 	// The state of an earlier run that managed five more jobs, which
 	// Slurm no longer knows.
@@ -53,7 +53,7 @@ func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 4 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 4 * time.Second,
 		DefaultGrace: time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 	core, err := NewCore(set, sched.TableEstimator{Table: table})
 	if err != nil {
@@ -100,14 +100,14 @@ func TestAJobWithSeveralGPUTypesDoesNotStopTheRounds(t *testing.T) {
 		t.Skip("the local Slurm has no node with two GPU types")
 	}
 	part := ownPartition(t, env, "p100-1")
-	mixed := env.Submit(t, "#!/bin/bash\nsleep 600\n", "--partition="+env.MixedPartition,
-		"--gres=gpu:v100:1,gpu:k80:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=1000")
+	mixed := submitHeld(t, env, "#!/bin/bash\nsleep 600\n", "--partition="+env.MixedPartition,
+		"--gres=gpu:v100:1,gpu:k80:1", "--output=/dev/null", "--comment=gavel: model=a3c steps=1000")
 	var managed []int
 	for range 3 {
-		managed = append(managed, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
-			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
+		managed = append(managed, submitHeld(t, env, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000"))
 	}
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part, env.MixedPartition}, Round: 3 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part, env.MixedPartition}, Round: 3 * time.Second,
 		DefaultGrace: time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 	p := newInProcess(t, restClient(t, env, env.URL, part, env.MixedPartition), set)
 	for round := range 3 {

@@ -163,6 +163,19 @@ func newInProcessOn(t testing.TB, slurm bridge.Slurm, set Settings, st *store.St
 	return p
 }
 
+// submitHeld submits a job that Slurm must not start before the daemon's
+// first round decides about it: held by an administrator (`scontrol
+// hold`, as a daemon that lost its state would have left it), for a
+// daemon run with Settings.AdoptAdminHolds (or --adopt-admin-holds) to
+// take over in its first round. (A begin time in the future would stop
+// Slurm too, but the daemon honours its owner's begin times.)
+func submitHeld(t *testing.T, env *slurmtest.Env, script string, args ...string) int {
+	t.Helper()
+	id := env.Submit(t, script, append(args, "--hold")...)
+	env.Scontrol(t, "hold", itoa(id))
+	return id
+}
+
 // run runs the daemon's loop for d and waits for it to stop.
 func (p *inProcess) run(t *testing.T, d time.Duration) {
 	t.Helper()

@@ -48,6 +48,18 @@ func (o ownJobs) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	return bridge.NewSnapshot(snap.Taken, snap.APIVersion, snap.Nodes, jobs)
 }
 
+// sbatchHeld is sbatch for a job Slurm must not start before the daemon's
+// first round: held by an administrator, for the daemon to adopt
+// (Settings.AdoptAdminHolds; see submitHeld).
+func sbatchHeld(t *testing.T, args ...string) bridge.JobID {
+	t.Helper()
+	id := sbatch(t, append(args, "--hold")...)
+	if out, err := exec.Command(os.Getenv("SCONTROL"), "hold", id.String()).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol hold %d: %v: %s", id, err, out)
+	}
+	return id
+}
+
 func sbatch(t *testing.T, args ...string) bridge.JobID {
 	t.Helper()
 	all := append([]string{"--parsable", "-p", os.Getenv("SLURM_PARTITION"), "-t", "10", "-o", "/dev/null", "--wrap", "sleep 300"}, args...)
@@ -78,7 +90,7 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	own := ownJobs{Slurm: client, ids: map[bridge.JobID]bool{}}
 	var managed []bridge.JobID
 	for _, model := range []string{"resnet50-bs64", "a3c", "transformer-bs64"} {
-		id := sbatch(t, "--begin=now+1hour", "--gres=gpu:1", "--comment=gavel: model="+model+" steps=10k")
+		id := sbatchHeld(t, "--gres=gpu:1", "--comment=gavel: model="+model+" steps=10k")
 		managed = append(managed, id)
 		own.ids[id] = true
 	}
@@ -86,15 +98,15 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	own.ids[untagged] = true
 	// A typed request is scheduled on its own type, request untouched,
 	// although the model runs fastest on a V100.
-	typed := sbatch(t, "--begin=now+1hour", "--gres=gpu:k80:1", "--comment=gavel: model=resnet50-bs64 steps=10k")
+	typed := sbatchHeld(t, "--gres=gpu:k80:1", "--comment=gavel: model=resnet50-bs64 steps=10k")
 	own.ids[typed] = true
 	// A feature of the user's own (only the first node of each type has
 	// "ib") is kept beside the type the daemon adds.
-	withFeature := sbatch(t, "--begin=now+1hour", "--gres=gpu:1", "--constraint=ib", "--comment=gavel: model=lm-bs20 steps=10k")
+	withFeature := sbatchHeld(t, "--gres=gpu:1", "--constraint=ib", "--comment=gavel: model=lm-bs20 steps=10k")
 	own.ids[withFeature] = true
 
 	table, _ := throughputs.Reference()
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{os.Getenv("SLURM_PARTITION")},
+	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{os.Getenv("SLURM_PARTITION")}, AdoptAdminHolds: true,
 		Round: 3 * time.Second, DefaultGrace: time.Second, GraceSignal: "USR1"}
 	core, err := NewCore(set, sched.TableEstimator{Table: table})
 	if err != nil {

@@ -59,8 +59,8 @@ func TestSlurmrestdOutageStopsActionsNotTheDaemon(t *testing.T) {
 	env := slurmtest.FromEnv(t)
 	part := ownPartition(t, env, "p100-2")
 	for _, model := range []string{"resnet50-bs64", "a3c"} {
-		env.Submit(t, checkpointScript(env, "outage", 1_000_000),
-			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model)
+		submitHeld(t, env, checkpointScript(env, "outage", 1_000_000),
+			"--partition="+part, "--gres=gpu:4", "--comment=gavel: model="+model)
 	}
 	target, err := url.Parse(env.URL)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestSlurmrestdOutageStopsActionsNotTheDaemon(t *testing.T) {
 	defer proxy.Close()
 
 	const round = 2 * time.Second
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: round, DefaultPreempt: bridge.PreemptCheckpoint,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: round, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, proxy.URL, part), set)
 	apiServer := httptest.NewServer(api.Handler(p.board, prometheus.NewRegistry()))

@@ -44,8 +44,7 @@ func TestPreemptionLosesNoJobWhateverItsScriptDoes(t *testing.T) {
 	kindOf := map[int]string{}
 	for kind, body := range scriptKinds {
 		for range 2 {
-			id := env.Submit(t, kindScript(env, body), "--partition="+part, "--gres=gpu:1", "--begin=now+1hour",
-				"--output=/dev/null", `--comment=gavel: model="ResNet-50 (batch size 64)" steps=100000000`)
+			id := submitHeld(t, env, kindScript(env, body), "--partition="+part, "--gres=gpu:1", "--output=/dev/null", `--comment=gavel: model="ResNet-50 (batch size 64)" steps=100000000`)
 			kindOf[id] = kind
 		}
 	}
@@ -54,7 +53,7 @@ func TestPreemptionLosesNoJobWhateverItsScriptDoes(t *testing.T) {
 	// current sleep, and slurmrestd delivers the signal when it can. A
 	// job still running when its grace period ends is requeued by the
 	// daemon, rightly, and would count against it here.
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 5 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 5 * time.Second,
 		DefaultGrace: 6 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	p.run(t, 50*time.Second)
@@ -128,14 +127,14 @@ func TestJobsThatCannotBePreemptedAreNeverStopped(t *testing.T) {
 		if i%2 == 0 {
 			tag += " preempt=never" // the others get the site default, never
 		}
-		never = append(never, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
-			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", tag))
+		never = append(never, submitHeld(t, env, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--output=/dev/null", tag))
 	}
 	for range 2 {
-		waiting = append(waiting, env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
-			"--gres=gpu:1", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000 preempt=checkpoint"))
+		waiting = append(waiting, submitHeld(t, env, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part,
+			"--gres=gpu:1", "--output=/dev/null", "--comment=gavel: model=a3c steps=100000000 preempt=checkpoint"))
 	}
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 4 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 4 * time.Second,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	// Jobs that may be preempted give way over the rounds; once the four

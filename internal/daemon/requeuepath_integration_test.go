@@ -78,8 +78,8 @@ exec %[2]q "$@"
 func twoBigJobs(t *testing.T, env *slurmtest.Env, part, prefix string) (first, second int) {
 	t.Helper()
 	submit := func() int {
-		return env.Submit(t, checkpointScript(env, prefix, 1_000_000), "--partition="+part, "--gres=gpu:4",
-			"--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model=resnet50-bs64 steps=100000000 preempt=checkpoint")
+		return submitHeld(t, env, checkpointScript(env, prefix, 1_000_000), "--partition="+part, "--gres=gpu:4",
+			"--output=/dev/null", "--comment=gavel: model=resnet50-bs64 steps=100000000 preempt=checkpoint")
 	}
 	return submit(), submit()
 }
@@ -150,7 +150,7 @@ func TestNoJobIsSignalledWhenRequeuesCannotWork(t *testing.T) {
 				defer filtered.Close()
 				server = filtered.URL
 			}
-			set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 3 * time.Second,
+			set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 3 * time.Second,
 				DefaultGrace: 2 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 			p := newInProcess(t, requeueClient(t, env, server, tc.scontrol, tc.versions, part), set)
 			p.rounds(6, 3*time.Second)
@@ -197,7 +197,7 @@ func TestRequeueFailingMidRunStopsPreemptionAndAReloadRequeues(t *testing.T) {
 	}
 	part := ownPartition(t, env, "k80-2")
 	first, second := twoBigJobs(t, env, part, "midrun")
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 3 * time.Second,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 3 * time.Second,
 		DefaultGrace: 4 * time.Second, GraceSignal: "USR1", DefaultPreempt: bridge.PreemptCheckpoint}
 	client := requeueClient(t, env, env.URL, scontrol, withoutRESTRequeue, part)
 	p := newInProcess(t, client, set)

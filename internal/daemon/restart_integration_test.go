@@ -219,8 +219,8 @@ func TestSIGKILLMidRoundLosesNothingAndRepeatsNothing(t *testing.T) {
 	part := ownPartition(t, env, "k80-1")
 	var jobs []int
 	for _, model := range []string{"resnet50-bs64", "a3c"} {
-		jobs = append(jobs, env.Submit(t, checkpointScript(env, "kill", 1_000_000),
-			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model))
+		jobs = append(jobs, submitHeld(t, env, checkpointScript(env, "kill", 1_000_000),
+			"--partition="+part, "--gres=gpu:4", "--comment=gavel: model="+model))
 	}
 	stateDir := t.TempDir()
 	config := filepath.Join(t.TempDir(), "gavel-slurm.toml")
@@ -238,7 +238,7 @@ min_run_time = "0s"
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	args := []string{"--config", config, "--partitions", part, "--round", "5s", "--state-dir", stateDir, "--listen", addr}
+	args := []string{"--config", config, "--partitions", part, "--round", "5s", "--state-dir", stateDir, "--listen", addr, "--adopt-admin-holds"}
 
 	first := startDaemon(t, bin, args...)
 	first.waitFor(t, 60*time.Second, "third round", func(l logLine) bool { return l.Message == "round" && l.Round >= 3 })
@@ -292,8 +292,8 @@ func TestSIGKILLDuringAGracePeriodLosesNoJob(t *testing.T) {
 	bin := buildBinary(t)
 	part := ownPartition(t, env, "k80-2")
 	for _, model := range []string{"resnet50-bs64", "a3c"} {
-		env.Submit(t, kindScript(env, scriptKinds["trap-exit-0"]), "--partition="+part,
-			"--gres=gpu:4", "--begin=now+1hour", "--output=/dev/null", "--comment=gavel: model="+model+" preempt=checkpoint")
+		submitHeld(t, env, kindScript(env, scriptKinds["trap-exit-0"]), "--partition="+part,
+			"--gres=gpu:4", "--output=/dev/null", "--comment=gavel: model="+model+" preempt=checkpoint")
 	}
 	stateDir := t.TempDir()
 	config := filepath.Join(t.TempDir(), "gavel-slurm.toml")
@@ -309,7 +309,7 @@ min_run_time = "0s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", freeAddr(t)}
+	args := []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", freeAddr(t), "--adopt-admin-holds"}
 
 	first := startDaemon(t, bin, args...)
 	signalled := first.waitFor(t, 90*time.Second, "a grace signal", func(l logLine) bool {

@@ -34,8 +34,8 @@ func TestStandbyTakesOverAfterSIGKILLWithoutRepeating(t *testing.T) {
 	part := ownPartition(t, env, "v100-1")
 	var jobs []int
 	for _, model := range []string{"resnet50-bs64", "a3c"} {
-		jobs = append(jobs, env.Submit(t, checkpointScript(env, "standby", 1_000_000), "--partition="+part,
-			"--job-name=gavel-standby-takeover", "--gres=gpu:4", "--begin=now+1hour", "--output=/dev/null",
+		jobs = append(jobs, submitHeld(t, env, checkpointScript(env, "standby", 1_000_000), "--partition="+part,
+			"--job-name=gavel-standby-takeover", "--gres=gpu:4", "--output=/dev/null",
 			"--comment=gavel: model="+model+" preempt=checkpoint"))
 	}
 	stateDir := t.TempDir()
@@ -55,7 +55,7 @@ standby = true
 		t.Fatal(err)
 	}
 	args := func(listen string) []string {
-		return []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", listen}
+		return []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", listen, "--adopt-admin-holds"}
 	}
 	activeAddr, standbyAddr := freeAddr(t), freeAddr(t)
 

@@ -36,16 +36,16 @@ func TestRoundsTimeShareGPUsAndLeaveUnmanagedJobsAlone(t *testing.T) {
 	const gpusPerJob, gpus = 4, 8
 	var managed []int
 	for _, model := range []string{"resnet50-bs64", "transformer-bs64", "a3c", "lm-bs20"} {
-		managed = append(managed, env.Submit(t, checkpointScript(env, "share", 1_000_000),
-			"--partition="+part, "--gres=gpu:4", "--begin=now+1hour", "--comment=gavel: model="+model))
+		managed = append(managed, submitHeld(t, env, checkpointScript(env, "share", 1_000_000),
+			"--partition="+part, "--gres=gpu:4", "--comment=gavel: model="+model))
 	}
 	plain := env.Submit(t, "#!/bin/bash\nsleep 600\n", "--partition="+part, "--gres=gpu:1", "--hold",
 		"--constraint=k80", "--comment=plain job")
-	malformed := env.Submit(t, "#!/bin/bash\nsleep 600\n", "--partition="+part, "--gres=gpu:1",
-		"--begin=now+1hour", "--comment=gavel: steps=many")
+	malformed := submitHeld(t, env, "#!/bin/bash\nsleep 600\n", "--partition="+part, "--gres=gpu:1",
+		"--comment=gavel: steps=many")
 	before := map[int]untouched{plain: untouchedOf(env.Job(t, plain)), malformed: untouchedOf(env.Job(t, malformed))}
 
-	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 8 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 8 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint,
 		DefaultGrace: time.Second, GraceSignal: "USR1"}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
 	first := time.Now()
