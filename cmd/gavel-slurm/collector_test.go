@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
+	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -42,6 +45,8 @@ func TestCollectorFlags(t *testing.T) {
 		{"unreadable token", []string{"--daemon-url", "http://ctl:8390", "--token-file", "/nonexistent/token"}, 1, "token file"},
 		{"missing type map", []string{"--print", "--once", "--fake-gpus", "v100:1", "--type-map", "/nonexistent"}, 1, "type map"},
 		{"help", []string{"-h"}, 0, "-fake-gpus string"},
+		{"CA file for plain http", []string{"--daemon-url", "http://ctl:8390", "--token-file", "/t", "--ca-file", "/ca.pem"}, 2, "https://"},
+		{"missing CA file", []string{"--daemon-url", "https://ctl:8390", "--token-file", "/dev/null", "--ca-file", "/nonexistent/ca.pem"}, 1, "CA file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -169,5 +174,52 @@ func TestCollectorRealNVMLWithoutDriver(t *testing.T) {
 	}
 	if code != 1 || !strings.Contains(stderr.String(), "is the NVIDIA driver installed") {
 		t.Errorf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestCollectorOnceSendsTLS sends to a daemon serving https with a
+// certificate of a site CA, trusted through --ca-file, with this node's
+// own token.
+func TestCollectorOnceSendsTLS(t *testing.T) {
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("node-secret"), 0o600)
+	tokens := filepath.Join(dir, "nodes")
+	os.Mkdir(tokens, 0o700)
+	os.WriteFile(filepath.Join(tokens, "n"), []byte("node-secret"), 0o600)
+	var got []reports.Report
+	srv := httptest.NewUnstartedServer(reports.New(reports.Options{TokenDir: tokens,
+		Sink: func(r reports.Report) error { got = append(got, r); return nil }}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	args := []string{"--once", "--daemon-url", srv.URL, "--token-file", token, "--fake-gpus", "t4:1", "--node", "n"}
+	var stderr bytes.Buffer
+	if code := runCollector(context.Background(), args, &bytes.Buffer{}, &stderr, noDriver); code != 1 || !strings.Contains(stderr.String(), "certificate") {
+		t.Errorf("without --ca-file: exit %d: %s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := runCollector(context.Background(), append(args, "--ca-file", ca), &bytes.Buffer{}, &stderr, noDriver); code != 0 || len(got) != 1 {
+		t.Errorf("with --ca-file: exit %d, %d reports: %s", code, len(got), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "in clear") {
+		t.Errorf("https warned about: %s", stderr.String())
+	}
+}
+
+func TestCleartextWarning(t *testing.T) {
+	for url, warn := range map[string]bool{
+		"http://ctl:8391/v1/reports":       true,
+		"http://10.0.0.1:8391/v1/reports":  true,
+		"https://ctl:8391/v1/reports":      false,
+		"http://127.0.0.1:8391/v1/reports": false,
+		"http://[::1]:8391/v1/reports":     false,
+		"http://localhost:8391/v1/reports": false,
+	} {
+		if got := cleartextWarning(url); (got != "") != warn {
+			t.Errorf("%s: %q", url, got)
+		}
 	}
 }
