@@ -3,6 +3,8 @@ package nvml
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -214,6 +217,26 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("daemon refused the report (%d): %s", e.Status, e.Msg)
 }
 
+// TrustCAFile makes the sender trust only the certificate authorities in
+// file (PEM) for an https daemon URL, instead of the system's: a site CA
+// that signed the daemon's certificate (daemon.collector_tls_cert).
+func (s *Sender) TrustCAFile(file string) error {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("CA file %s holds no PEM certificate", file)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	client := *s.Client
+	client.Transport = tr
+	s.Client = &client
+	return nil
+}
+
 // Post makes one attempt to deliver rep.
 func (s *Sender) Post(ctx context.Context, rep reports.Report) error {
 	tok, err := reports.ReadToken(s.TokenFile)
@@ -230,6 +253,8 @@ func (s *Sender) Post(ctx context.Context, rep reports.Report) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+tok)
+	// With per-node tokens the daemon finds this node's token by it.
+	req.Header.Set(reports.NodeHeader, rep.Node)
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("post the report: %w", err)
@@ -246,6 +271,9 @@ func (s *Sender) Post(ctx context.Context, rep reports.Report) error {
 	case resp.StatusCode == http.StatusUnauthorized:
 		// Retried: the token may be fixed or rotated meanwhile.
 		return fmt.Errorf("daemon refused the token in %s (%s): %s", s.TokenFile, resp.Status, text)
+	case resp.StatusCode == http.StatusTooManyRequests:
+		// Retried: the daemon makes room at its next round.
+		return fmt.Errorf("daemon holds all the reports it keeps until its next round (%s): %s", resp.Status, text)
 	default:
 		return fmt.Errorf("daemon answered %s: %s", resp.Status, text)
 	}

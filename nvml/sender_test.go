@@ -2,11 +2,15 @@ package nvml
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,5 +259,104 @@ func TestSend(t *testing.T) {
 	d.failures = 5
 	if err := s.Send(context.Background(), report("n", time.Now()), 2); err == nil {
 		t.Error("Send succeeded against a daemon that kept failing")
+	}
+}
+
+// With per-node tokens the sender names its node, so that the daemon
+// checks the node's own token; a token does not carry another node's
+// report.
+func TestSenderNodeTokens(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "n1"), []byte("tok-1\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "n2"), []byte("tok-2\n"), 0o600)
+	var got []reports.Report
+	h := reports.New(reports.Options{TokenDir: dir, Sink: func(r reports.Report) error { got = append(got, r); return nil }})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("tok-1\n"), 0o600)
+	s := testSender(t, srv, tokenFile)
+	if err := s.Post(context.Background(), report("n1", time.Now())); err != nil {
+		t.Fatalf("n1 with its own token: %v", err)
+	}
+	err := s.Post(context.Background(), report("n2", time.Now()))
+	var refused *RefusedError
+	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), `for node "n2"`) {
+		t.Errorf("n2's report with n1's token: %v; want a refused token, retried", err)
+	}
+	if len(got) != 1 || got[0].Node != "n1" {
+		t.Errorf("daemon took %+v", got)
+	}
+}
+
+// A daemon that holds all it may until its round answers 429: the report
+// is retried, and the error says why.
+func TestSenderRetriesFullQueue(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("tok"), 0o600)
+	full := 2
+	var got []reports.Report
+	h := reports.New(reports.Options{TokenFile: tokenFile, Sink: func(r reports.Report) error {
+		if full > 0 {
+			full--
+			return &reports.Error{Kind: reports.KindNodeFull, Err: errors.New("node n1 holds 1048576 bytes")}
+		}
+		got = append(got, r)
+		return nil
+	}})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	s := testSender(t, srv, tokenFile)
+	err := s.Post(context.Background(), report("n1", time.Now()))
+	var refused *RefusedError
+	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), "until its next round") ||
+		!strings.Contains(err.Error(), "node_full: node n1 holds") {
+		t.Errorf("full queue: %v; want an error that is retried, with the daemon's reason", err)
+	}
+	s.Enqueue(report("n1", time.Now()))
+	runUntil(t, s, func() bool { return s.Stats().Sent == 1 })
+	if st := s.Stats(); st.Sent != 1 || st.Failed != 1 || len(got) != 1 {
+		t.Errorf("stats %+v, daemon got %d; want sent after one more 429", st, len(got))
+	}
+}
+
+// writeCA writes srv's certificate as a PEM file.
+func writeCA(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	data := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// An https daemon whose certificate a site CA signed: the sender trusts
+// that CA when told to, and nothing it does not know otherwise.
+func TestSenderTrustCAFile(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("tok"), 0o600)
+	n := 0
+	srv := httptest.NewUnstartedServer(reports.NewHandler(tokenFile, func(reports.Report) { n++ }, nil))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	srv.StartTLS()
+	defer srv.Close()
+	s := testSender(t, srv, tokenFile)
+	if err := s.Post(context.Background(), report("n", time.Now())); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a certificate the system does not trust: %v", err)
+	}
+	if err := s.TrustCAFile(writeCA(t, srv)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Post(context.Background(), report("n", time.Now())); err != nil || n != 1 {
+		t.Errorf("with the CA: %v, %d reports", err, n)
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
+	if err := s.TrustCAFile(notPEM); err == nil {
+		t.Error("a CA file without a certificate was taken")
+	}
+	if err := s.TrustCAFile(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing CA file was taken")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,7 +35,7 @@ func init() {
 
 // collectorOptions are the collector's flags.
 type collectorOptions struct {
-	daemonURL, tokenFile                     string
+	daemonURL, tokenFile, caFile             string
 	fakeGPUs, node, typeMap                  string
 	jobsDir, progressDir, procRoot, logLevel string
 	interval                                 duration.Flag
@@ -45,7 +47,8 @@ func parseCollectorFlags(args []string, stderr io.Writer) (*collectorOptions, er
 	fs := flag.NewFlagSet("collector", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.daemonURL, "daemon-url", "", "daemon address, http(s)://HOST:PORT (reports go to "+reports.Path+"), or a full URL with a path")
-	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the shared secret the daemon checks (mode 0600, owned by root)")
+	fs.StringVar(&o.tokenFile, "token-file", "", "file holding the secret the daemon checks, shared or this node's own (mode 0600, owned by root)")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the certificate authorities to trust for an https --daemon-url (default: the system's)")
 	fs.StringVar(&o.fakeGPUs, "fake-gpus", "", "run on fake GPUs instead of NVML, e.g. v100:4,k80:4 (types k80 p100 v100 t4 a100 l40s h100 h200, or any NVML product name)")
 	fs.Var(&o.interval, "interval", "time between reports: seconds (30) or a duration such as 1m")
 	fs.StringVar(&o.node, "node", "", "Slurm node name to report as (default: the short host name)")
@@ -68,6 +71,9 @@ func parseCollectorFlags(args []string, stderr io.Writer) (*collectorOptions, er
 	if !o.print {
 		if o.daemonURL == "" || o.tokenFile == "" {
 			return nil, errors.New("--daemon-url and --token-file are needed to send reports (or --print them)")
+		}
+		if o.caFile != "" && !strings.HasPrefix(o.daemonURL, "https://") {
+			return nil, errors.New("--ca-file is for an https:// --daemon-url")
 		}
 	}
 	return o, nil
@@ -124,6 +130,12 @@ func runCollectorWith(ctx context.Context, o *collectorOptions, stdout io.Writer
 		if err != nil {
 			return err
 		}
+		sender = nvml.NewSender(url, o.tokenFile, log)
+		if o.caFile != "" {
+			if err := sender.TrustCAFile(o.caFile); err != nil {
+				return err
+			}
+		}
 		// A token that cannot be read now will not be read later either,
 		// most likely: say so before measuring anything.
 		if _, err := reports.ReadToken(o.tokenFile); err != nil {
@@ -132,7 +144,9 @@ func runCollectorWith(ctx context.Context, o *collectorOptions, stdout io.Writer
 		for _, w := range tokenFileWarnings(o.tokenFile) {
 			log.Warn().Msg(w)
 		}
-		sender = nvml.NewSender(url, o.tokenFile, log)
+		if w := cleartextWarning(url); w != "" {
+			log.Warn().Msg(w)
+		}
 	}
 
 	var lib nvml.Library
@@ -198,6 +212,22 @@ func runCollectorWith(ctx context.Context, o *collectorOptions, stdout io.Writer
 	return err
 }
 
+// cleartextWarning flags a plain http daemon URL to another host: the
+// token crosses the network in clear, and whoever reads it can report in
+// this node's name (or, with a shared token, in any node's).
+func cleartextWarning(reportURL string) string {
+	u, err := url.Parse(reportURL)
+	if err != nil || u.Scheme != "http" {
+		return ""
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("daemon URL %s is plain http to another host: the token crosses the network in clear; "+
+		"use https:// (daemon.collector_tls_cert, or a TLS proxy in front of the daemon)", reportURL)
+}
+
 // tokenFileWarnings flags a token others can read: whoever has it can
 // send reports in any node's name and skew the daemon's estimates.
 func tokenFileWarnings(path string) []string {
@@ -206,7 +236,7 @@ func tokenFileWarnings(path string) []string {
 		return nil
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return []string{fmt.Sprintf("token file %s has mode %04o: other users can read the shared secret and send false reports; chmod 600 it", path, perm)}
+		return []string{fmt.Sprintf("token file %s has mode %04o: other users can read the secret and send false reports; chmod 600 it", path, perm)}
 	}
 	return nil
 }

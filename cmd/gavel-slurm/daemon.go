@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -445,23 +446,43 @@ func tableOf(cfg *config.Config) (*throughputs.Table, error) {
 }
 
 // serveReports listens for collector reports on their own address, with
-// the shared secret, until ctx is done.
+// the shared secret or the nodes' own (daemon.collector_token_dir), over
+// TLS when the configuration names a certificate, until ctx is done.
 func (p *shellParts) serveReports(ctx context.Context, cfg *config.Config) error {
+	var tlsConfig *tls.Config
+	if cfg.Daemon.CollectorTLSCert != "" {
+		var err error
+		tlsConfig, err = reports.TLSConfig(cfg.Daemon.CollectorTLSCert, cfg.Daemon.CollectorTLSKey, func(err error) {
+			p.log.Error().Err(err).Msg("collector endpoint: renewed TLS certificate")
+		})
+		if err != nil {
+			return fmt.Errorf("daemon.collector_tls_cert: %w", err)
+		}
+	}
 	ln, err := api.Listen(cfg.Daemon.CollectorListen)
 	if err != nil {
 		return fmt.Errorf("daemon.collector_listen: %w", err)
 	}
-	for _, w := range config.CheckTokenFile(cfg.Daemon.CollectorTokenFile) {
-		p.log.Warn().Msg("collector token: " + w)
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
 	}
-	sink := func(r reports.Report) {
-		if d := p.current.Load(); d != nil {
-			d.Receive(r)
+	if cfg.Daemon.CollectorTokenDir == "" {
+		for _, w := range config.CheckTokenFile(cfg.Daemon.CollectorTokenFile) {
+			p.log.Warn().Msg("collector token: " + w)
 		}
 	}
+	sink := func(r reports.Report) error {
+		if d := p.current.Load(); d != nil {
+			return d.Receive(r)
+		}
+		return nil
+	}
+	h := reports.New(reports.Options{TokenFile: cfg.Daemon.CollectorTokenFile, TokenDir: cfg.Daemon.CollectorTokenDir,
+		Sink: sink, Counters: p.metrics})
 	mux := http.NewServeMux()
-	mux.Handle(reports.Path, p.whenActive(reports.NewHandler(cfg.Daemon.CollectorTokenFile, sink, p.metrics)))
-	p.log.Info().Str("listen", ln.Addr().String()).Msg("collector reports")
+	mux.Handle(reports.Path, p.whenActive(h))
+	p.log.Info().Str("listen", ln.Addr().String()).Bool("tls", tlsConfig != nil).
+		Bool("node_tokens", cfg.Daemon.CollectorTokenDir != "").Msg("collector reports")
 	go func() {
 		if err := api.Serve(ctx, ln, mux); err != nil {
 			p.log.Error().Err(err).Msg("collector endpoint stopped")
@@ -499,6 +520,7 @@ func (p *shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.SetReportLimits(daemon.ReportLimits{Bytes: cfg.Daemon.CollectorQueueBytes, NodeBytes: cfg.Daemon.CollectorNodeBytes})
 	p.current.Store(d)
 	return d, nil
 }

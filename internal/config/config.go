@@ -174,8 +174,23 @@ type Daemon struct {
 	// (host:port or unix:/path), apart from the read-only API; empty
 	// turns reports off.
 	CollectorListen string
-	// CollectorTokenFile holds the secret collectors authenticate with.
+	// CollectorTokenFile holds the secret collectors authenticate with,
+	// one for every node (any holder may report in any node's name).
+	// Unused when CollectorTokenDir is set.
 	CollectorTokenFile string
+	// CollectorTokenDir, when set, holds one token file per node, named
+	// by its Slurm node name: each collector authenticates with its own
+	// node's token and may report only for that node.
+	CollectorTokenDir string
+	// CollectorQueueBytes bounds what the collector endpoint holds
+	// between rounds, and CollectorNodeBytes what one node's reports
+	// hold of that (daemon.ReportLimits).
+	CollectorQueueBytes int64
+	CollectorNodeBytes  int64
+	// CollectorTLSCert and CollectorTLSKey, both set, make the collector
+	// endpoint serve https with that certificate and key (PEM).
+	CollectorTLSCert string
+	CollectorTLSKey  string
 	// Standby makes a daemon that finds the state held by another one
 	// wait for it (serving its read-only API, saying it is standby) and
 	// take over when the other stops or dies; false makes it exit.
@@ -230,6 +245,10 @@ func Default() Config {
 			// network: off until the site sets an address.
 			CollectorTokenFile: "/etc/gavel-slurm/collector.token",
 			CollectorWarmUp:    2 * time.Minute,
+			// Room for 100,000 jobs measured on a node, and for 1,600
+			// on one node (daemon.DefaultReportBytes).
+			CollectorQueueBytes: 64 << 20,
+			CollectorNodeBytes:  1 << 20,
 			// A second daemon on a shared state directory is the
 			// backup controller: waiting is what it is there for, and
 			// the state's lock keeps it from acting while the other
@@ -278,6 +297,11 @@ type file struct {
 		LogLevel           *string        `toml:"log_level"`
 		CollectorListen    *string        `toml:"collector_listen"`
 		CollectorTokenFile *string        `toml:"collector_token_file"`
+		CollectorTokenDir  *string        `toml:"collector_token_dir"`
+		CollectorQueue     *byteSize      `toml:"collector_queue_bytes"`
+		CollectorNode      *byteSize      `toml:"collector_node_bytes"`
+		CollectorTLSCert   *string        `toml:"collector_tls_cert"`
+		CollectorTLSKey    *string        `toml:"collector_tls_key"`
 		CollectorWarmUp    *duration.Flag `toml:"collector_warm_up"`
 		Standby            *bool          `toml:"standby"`
 	} `toml:"daemon"`
@@ -310,6 +334,47 @@ type limitsFile struct {
 	MaxGrace       *duration.Flag `toml:"max_grace"`
 	AllowedClasses *[]string      `toml:"allowed_classes"`
 	AllowedPreempt *[]string      `toml:"allowed_preempt"`
+}
+
+// minCollectorBytes is the least a collector limit may be: room for a
+// few jobs.
+const minCollectorBytes = 4096
+
+// byteSize is a number of bytes: an integer, or a string with a binary
+// unit ("64MiB", "512 KiB", "1GiB").
+type byteSize int64
+
+// UnmarshalTOML accepts an integer or a string with a unit.
+func (b *byteSize) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*b = byteSize(v)
+		return nil
+	case string:
+		n, err := parseByteSize(v)
+		*b = byteSize(n)
+		return err
+	}
+	return fmt.Errorf("%v is neither a number of bytes nor a string such as \"64MiB\"", v)
+}
+
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	unit := int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, unit = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%q is not a size such as 67108864, \"64MiB\" or \"512KiB\"", s)
+	}
+	return n * unit, nil
 }
 
 // entityList is an account_map value: one entity name, or a list whose
@@ -409,6 +474,15 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Daemon.LogLevel, f.Daemon.LogLevel)
 	setString(&c.Daemon.CollectorListen, f.Daemon.CollectorListen)
 	setString(&c.Daemon.CollectorTokenFile, f.Daemon.CollectorTokenFile)
+	setString(&c.Daemon.CollectorTokenDir, f.Daemon.CollectorTokenDir)
+	if f.Daemon.CollectorQueue != nil {
+		c.Daemon.CollectorQueueBytes = int64(*f.Daemon.CollectorQueue)
+	}
+	if f.Daemon.CollectorNode != nil {
+		c.Daemon.CollectorNodeBytes = int64(*f.Daemon.CollectorNode)
+	}
+	setString(&c.Daemon.CollectorTLSCert, f.Daemon.CollectorTLSCert)
+	setString(&c.Daemon.CollectorTLSKey, f.Daemon.CollectorTLSKey)
 	setDuration(&c.Daemon.CollectorWarmUp, f.Daemon.CollectorWarmUp)
 	if te := f.TrialAndError; te.Enabled != nil {
 		c.TrialAndError.Enabled = *te.Enabled
@@ -734,9 +808,29 @@ func (c *Config) Validate() error {
 		if c.Daemon.CollectorListen == c.Daemon.Listen {
 			bad("daemon.collector_listen", "must differ from daemon.listen (reports are written, the API is read-only)")
 		}
-		if !filepath.IsAbs(c.Daemon.CollectorTokenFile) {
+		if c.Daemon.CollectorTokenDir == "" && !filepath.IsAbs(c.Daemon.CollectorTokenFile) {
 			bad("daemon.collector_token_file", "%q is not an absolute path", c.Daemon.CollectorTokenFile)
 		}
+	}
+	if d := c.Daemon.CollectorTokenDir; d != "" && !filepath.IsAbs(d) {
+		bad("daemon.collector_token_dir", "%q is not an absolute path", d)
+	}
+	if c.Daemon.CollectorQueueBytes < minCollectorBytes {
+		bad("daemon.collector_queue_bytes", "%d is under %d bytes", c.Daemon.CollectorQueueBytes, minCollectorBytes)
+	}
+	if c.Daemon.CollectorNodeBytes < minCollectorBytes {
+		bad("daemon.collector_node_bytes", "%d is under %d bytes", c.Daemon.CollectorNodeBytes, minCollectorBytes)
+	} else if c.Daemon.CollectorNodeBytes > c.Daemon.CollectorQueueBytes {
+		bad("daemon.collector_node_bytes", "%d is more than daemon.collector_queue_bytes (%d)", c.Daemon.CollectorNodeBytes, c.Daemon.CollectorQueueBytes)
+	}
+	cert, key := c.Daemon.CollectorTLSCert, c.Daemon.CollectorTLSKey
+	switch {
+	case (cert == "") != (key == ""):
+		bad("daemon.collector_tls_cert", "daemon.collector_tls_cert and daemon.collector_tls_key go together")
+	case cert != "" && !filepath.IsAbs(cert):
+		bad("daemon.collector_tls_cert", "%q is not an absolute path", cert)
+	case key != "" && !filepath.IsAbs(key):
+		bad("daemon.collector_tls_key", "%q is not an absolute path", key)
 	}
 	if w := c.TrialAndError.Weight; !(w >= 0) || math.IsInf(w, 0) {
 		bad("trial_and_error.weight", "%v is not a number of 0 or more", w)
@@ -782,6 +876,11 @@ func (c *Config) Warnings() []string {
 	if u, err := url.Parse(c.Slurm.RestURL); err == nil && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
 		out = append(out, fmt.Sprintf("slurm.rest_url %q is plain http to another host (slurm.allow_insecure_http): "+
 			"the JWT crosses the network in clear", c.Slurm.RestURL))
+	}
+	if host, _, err := net.SplitHostPort(c.Daemon.CollectorListen); err == nil && c.Daemon.CollectorTLSCert == "" &&
+		!strings.HasPrefix(c.Daemon.CollectorListen, "unix:") && !isLoopbackHost(host) {
+		out = append(out, fmt.Sprintf("daemon.collector_listen %q is plain http to other hosts: collector tokens cross the network in clear; "+
+			"set daemon.collector_tls_cert and daemon.collector_tls_key, or put a TLS proxy in front and listen on loopback", c.Daemon.CollectorListen))
 	}
 	names := make([]string, 0, len(c.Rules.Partitions))
 	for p := range c.Rules.Partitions {

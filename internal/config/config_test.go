@@ -106,6 +106,11 @@ listen = "unix:/run/gavel-slurm.sock"
 log_level = "debug"
 collector_listen = "0.0.0.0:8391"
 collector_token_file = "/etc/gavel-slurm/reports.token"
+collector_token_dir = "/etc/gavel-slurm/nodes"
+collector_queue_bytes = "32MiB"
+collector_node_bytes = 262144
+collector_tls_cert = "/etc/gavel-slurm/collector.crt"
+collector_tls_key = "/etc/gavel-slurm/collector.key"
 collector_warm_up = "45s"
 standby = false
 [trial_and_error]
@@ -124,6 +129,8 @@ poll = "3s"
 						MinRunTime: 15 * time.Minute, RefillPoll: 45 * time.Second, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
 						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token",
+						CollectorTokenDir: "/etc/gavel-slurm/nodes", CollectorQueueBytes: 32 << 20, CollectorNodeBytes: 256 << 10,
+						CollectorTLSCert: "/etc/gavel-slurm/collector.crt", CollectorTLSKey: "/etc/gavel-slurm/collector.key",
 						CollectorWarmUp: 45 * time.Second, Standby: false},
 					Rules:         siterules.Default(),
 					TrialAndError: TrialAndError{Enabled: true, Weight: 2.5, MaxPreemptions: 0, Poll: 3 * time.Second},
@@ -269,6 +276,17 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"qos weight infinite":      {"[weights.qos]\nhigh = inf", "weights.qos.high"},
 		"weight as string":         {"[weights.qos]\nhigh = \"4\"", "weights.qos.high"},
 		"unknown weights key":      {"[weights]\nuser = {ana = 2}", "weights.user"},
+		"relative token dir":       {"[daemon]\ncollector_token_dir = \"etc/nodes\"", "daemon.collector_token_dir"},
+		"queue bytes too small":    {"[daemon]\ncollector_queue_bytes = 100", "daemon.collector_queue_bytes"},
+		"queue bytes negative":     {"[daemon]\ncollector_queue_bytes = -1", "daemon.collector_queue_bytes"},
+		"queue bytes bad unit":     {"[daemon]\ncollector_queue_bytes = \"64 MB\"", "daemon.collector_queue_bytes"},
+		"queue bytes overflow":     {"[daemon]\ncollector_queue_bytes = \"9999999999GiB\"", "daemon.collector_queue_bytes"},
+		"queue bytes float":        {"[daemon]\ncollector_queue_bytes = 1.5e6", "daemon.collector_queue_bytes"},
+		"node bytes over queue":    {"[daemon]\ncollector_queue_bytes = \"1MiB\"\ncollector_node_bytes = \"2MiB\"", "daemon.collector_node_bytes"},
+		"node bytes zero":          {"[daemon]\ncollector_node_bytes = 0", "daemon.collector_node_bytes"},
+		"TLS cert without key":     {"[daemon]\ncollector_tls_cert = \"/etc/c.pem\"", "daemon.collector_tls_cert"},
+		"TLS key without cert":     {"[daemon]\ncollector_tls_key = \"/etc/k.pem\"", "daemon.collector_tls_cert"},
+		"relative TLS key":         {"[daemon]\ncollector_tls_cert = \"/etc/c.pem\"\ncollector_tls_key = \"k.pem\"", "daemon.collector_tls_key"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -327,6 +345,11 @@ func TestWarnings(t *testing.T) {
 			[]string{`limits.partition.cpu has no effect: "cpu" is not in slurm.partitions`}},
 		"limits of a scheduled partition": {"[limits.partition.gpu]\nmax_weight = 2", nil},
 		"https is quiet":                  {"[slurm]\nrest_url = \"https://ctl:6820\"", nil},
+		"collector endpoint in clear": {"[daemon]\ncollector_listen = \"0.0.0.0:8391\"",
+			[]string{"collector tokens cross the network in clear"}},
+		"collector endpoint with TLS":    {"[daemon]\ncollector_listen = \"0.0.0.0:8391\"\ncollector_tls_cert = \"/c.pem\"\ncollector_tls_key = \"/k.pem\"", nil},
+		"collector endpoint on loopback": {"[daemon]\ncollector_listen = \"127.0.0.1:8391\"", nil},
+		"collector endpoint on a socket": {"[daemon]\ncollector_listen = \"unix:/run/gs-reports.sock\"", nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -507,7 +530,8 @@ func TestShippedExampleParses(t *testing.T) {
 		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level", "standby",
 		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "allowed_classes", "allowed_preempt",
 		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
-		"[weights.qos]", "allow_tag_weight"} {
+		"[weights.qos]", "allow_tag_weight", "collector_token_dir", "collector_queue_bytes", "collector_node_bytes",
+		"collector_tls_cert", "collector_tls_key"} {
 		if !strings.Contains(text, key) {
 			t.Errorf("etc/gavel-slurm.toml does not document %s", key)
 		}
@@ -559,5 +583,34 @@ func TestMinRunTimeZeroMeansNone(t *testing.T) {
 	}
 	if got := c.Scheduler.EffectiveMinRunTime(); got != 40*time.Second {
 		t.Errorf("unset min_run_time gives %v, want twice the round", got)
+	}
+}
+
+// Collector limits take a number of bytes or a size with a binary unit;
+// a token directory stands in for the shared token file.
+func TestCollectorKeys(t *testing.T) {
+	sizes := map[string]int64{
+		"67108864": 64 << 20, `"64MiB"`: 64 << 20, `"512 KiB"`: 512 << 10, `"1GiB"`: 1 << 30, `"8192B"`: 8192, `"8192"`: 8192,
+	}
+	for in, want := range sizes {
+		c, err := Parse([]byte("[daemon]\ncollector_queue_bytes = " + in + "\ncollector_node_bytes = 4096"))
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if c.Daemon.CollectorQueueBytes != want {
+			t.Errorf("%s: %d bytes, want %d", in, c.Daemon.CollectorQueueBytes, want)
+		}
+	}
+	c := Default()
+	if c.Daemon.CollectorQueueBytes != 64<<20 || c.Daemon.CollectorNodeBytes != 1<<20 {
+		t.Errorf("defaults %d and %d bytes, want 64 MiB and 1 MiB", c.Daemon.CollectorQueueBytes, c.Daemon.CollectorNodeBytes)
+	}
+	// With a directory of node tokens, the shared file's path is unused.
+	if _, err := Parse([]byte("[daemon]\ncollector_listen = \"127.0.0.1:8391\"\ncollector_token_file = \"rel\"\ncollector_token_dir = \"/etc/gavel-slurm/nodes\"")); err != nil {
+		t.Errorf("token dir with an unused relative token file: %v", err)
+	}
+	if _, err := Parse([]byte("[daemon]\ncollector_listen = \"127.0.0.1:8391\"\ncollector_token_file = \"rel\"")); err == nil {
+		t.Errorf("a relative shared token file was accepted")
 	}
 }

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,88 +80,306 @@ func (m *Measured) Observe(ms estimate.Measurement) error {
 // Forget drops a job that left.
 func (m *Measured) Forget(id string) { m.est.Forget(id) }
 
-// reportQueue holds collector reports between rounds: the HTTP handler
-// adds, the round drains. Bounded: when collectors send faster than rounds
-// drain, the oldest reports go first (newer ones supersede them).
-type reportQueue struct {
-	mu      sync.Mutex
-	reports []reports.Report
-	dropped int
+// ReportLimits bound what the collector endpoint holds between rounds.
+// Zero fields take the defaults.
+type ReportLimits struct {
+	// Bytes bounds everything held, by the queue's estimate of its heap
+	// use (nodeBytes, entryBytes).
+	Bytes int64
+	// NodeBytes bounds what one node's reports hold, so that one node
+	// (or a token holder writing in one node's name) cannot take the
+	// room of the others.
+	NodeBytes int64
 }
 
-// maxQueuedReports bounds the queue: a few intervals of a large cluster.
-const maxQueuedReports = 4096
+// Defaults of ReportLimits. A job measured on one node holds about
+// 0.6 KiB (entryBytes), so 64 MiB is room for 100,000 node-job pairs: a
+// 5,000-node cluster with 20 jobs on each node. 1 MiB is room for about
+// 1,600 jobs on one node, far above any real node, and holds one
+// well-formed report of up to 1,600 rated jobs.
+const (
+	DefaultReportBytes     = 64 << 20
+	DefaultNodeReportBytes = 1 << 20
+)
 
-func (q *reportQueue) add(r reports.Report) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.reports) >= maxQueuedReports {
-		q.reports = q.reports[1:]
-		q.dropped++
+// keptIntervals is how many of the latest intervals the queue keeps for
+// one job on one node and GPU type. The estimator uses every interval
+// (internal/estimate: a moving average, and a median over the latest
+// OutlierWindow raw intervals, 9 by default), so the queue keeps a short
+// history rather than only the latest: 16 covers a whole default round
+// (6 minutes of 30-second intervals) and more than the median's window.
+// Older intervals pushed out would weigh at most 0.5^16 in the average and
+// be out of the median's window anyway.
+const keptIntervals = 16
+
+// Costs charged against ReportLimits: estimates of what each record takes
+// on the heap, rounded up (TestReportQueueCostCoversHeap checks them).
+const (
+	// nodeBytes is a node's record, its entry in the queue's map and its
+	// own map of jobs, plus its name.
+	nodeBytes = 512
+	// entryBytes is one (node, job, GPU type) with keptIntervals
+	// intervals, plus its job id and type name.
+	entryBytes = 640
+)
+
+// interval is one reported interval of one job: what feed needs of it.
+type interval struct {
+	at    int64 // end of the interval, Unix nanoseconds
+	rate  float64
+	steps int64 // -1: not reported
+}
+
+// jobEntry holds the latest intervals of one job on one node and GPU type,
+// oldest first: a newer report for the same node, job and type adds its
+// interval here instead of queuing a report beside the older one.
+type jobEntry struct {
+	intervals [keptIntervals]interval
+	n, first  int // ring: intervals[first] is the oldest of n
+}
+
+func (e *jobEntry) add(iv interval) (superseded bool) {
+	if e.n > 0 && iv.at <= e.intervals[(e.first+e.n-1)%keptIntervals].at {
+		// A repeat, or older than what the node sent already: the
+		// estimator would ignore it.
+		return false
 	}
-	q.reports = append(q.reports, r)
+	if e.n < keptIntervals {
+		e.intervals[(e.first+e.n)%keptIntervals] = iv
+		e.n++
+		return false
+	}
+	e.intervals[e.first] = iv
+	e.first = (e.first + 1) % keptIntervals
+	return true
 }
 
-func (q *reportQueue) drain() []reports.Report {
+type entryKey struct{ job, gpuType string }
+
+// nodeQueue is what one node's reports hold.
+type nodeQueue struct {
+	bytes   int64
+	entries map[entryKey]*jobEntry
+}
+
+// reportQueue holds what collector reports measured between rounds: the
+// HTTP handler adds, the round drains. It keeps one entry per node, job
+// and GPU type, with that job's latest intervals there, and refuses a
+// report that would take it past its limits in bytes (whole: a report is
+// taken or refused), so that what it holds is bounded whatever the
+// collectors send. Only what feed uses is kept: rates, with their step
+// counts; a job reported without a rate costs nothing.
+type reportQueue struct {
+	mu     sync.Mutex
+	limits ReportLimits
+	nodes  map[string]*nodeQueue
+	bytes  int64
+	// superseded counts intervals pushed out of a full history since the
+	// last drain.
+	superseded int
+}
+
+func (q *reportQueue) setLimits(l ReportLimits) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := q.reports
-	q.reports = nil
-	return out
+	q.limits = l
 }
 
-// Receive queues a collector report for the next round; it is the sink of
-// the collector endpoint (reports.NewHandler).
-func (d *Daemon) Receive(r reports.Report) { d.queue.add(r) }
+func (q *reportQueue) effectiveLimits() ReportLimits {
+	l := q.limits
+	if l.Bytes <= 0 {
+		l.Bytes = DefaultReportBytes
+	}
+	if l.NodeBytes <= 0 {
+		l.NodeBytes = DefaultNodeReportBytes
+	}
+	l.NodeBytes = min(l.NodeBytes, l.Bytes)
+	return l
+}
 
-// feed hands the queued reports to the estimator, each job's rate joined
-// with what Slurm says of the job (its tag's model, its GPU count, when it
-// started): a report about a job Slurm does not show running, on the type
-// and a node the report names, is dropped, so a stale or forged report
-// cannot teach the estimator a rate for a placement that is not real. So
-// is a report about a job the daemon does not manage: nothing would
-// forget its measurements when it ends (Result.Forget lists managed jobs).
+func nodeCost(node string) int64          { return nodeBytes + int64(len(node)) }
+func entryCost(job, gpuType string) int64 { return entryBytes + int64(len(job)+len(gpuType)) }
+
+// add keeps what r measured, or refuses the whole report with a
+// *reports.Error: KindTooLarge when it alone is more than a node may hold,
+// KindNodeFull when its node's share is used up, KindQueueFull when the
+// whole queue is. A report that only adds intervals to entries its node
+// already has costs nothing and is always taken.
+func (q *reportQueue) add(r reports.Report) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	lim := q.effectiveLimits()
+	if len(r.Jobs) == 0 {
+		// A collector saying it is alive: nothing for the round.
+		return nil
+	}
+	// A node with jobs is kept even when none has a rate: feed warns
+	// about a node name Slurm does not know.
+	n := q.nodes[r.Node]
+	var cost, alone int64 // what r adds; what r alone would take
+	alone = nodeCost(r.Node)
+	if n == nil {
+		cost = alone
+	}
+	rated := 0
+	for _, j := range r.Jobs {
+		if j.StepsPerS == nil {
+			continue
+		}
+		rated++
+		c := entryCost(j.JobID, j.GPUType)
+		alone += c
+		if n == nil || n.entries[entryKey{j.JobID, j.GPUType}] == nil {
+			cost += c
+		}
+	}
+	var held int64
+	if n != nil {
+		held = n.bytes
+	}
+	switch {
+	case alone > lim.NodeBytes:
+		return &reports.Error{Kind: reports.KindTooLarge, Err: fmt.Errorf(
+			"the report's %d measured jobs need %d bytes, more than the %d bytes the daemon keeps for one node",
+			rated, alone, lim.NodeBytes)}
+	case held+cost > lim.NodeBytes:
+		return &reports.Error{Kind: reports.KindNodeFull, Err: fmt.Errorf(
+			"node %s already holds %d of its %d bytes until the daemon's next round", r.Node, held, lim.NodeBytes)}
+	case q.bytes+cost > lim.Bytes:
+		return &reports.Error{Kind: reports.KindQueueFull, Err: fmt.Errorf(
+			"the daemon holds %d of its %d bytes of reports until its next round", q.bytes, lim.Bytes)}
+	}
+	if n == nil {
+		if q.nodes == nil {
+			q.nodes = map[string]*nodeQueue{}
+		}
+		n = &nodeQueue{bytes: nodeCost(r.Node), entries: map[entryKey]*jobEntry{}}
+		q.nodes[r.Node] = n
+		q.bytes += n.bytes
+	}
+	for _, j := range r.Jobs {
+		if j.StepsPerS == nil {
+			continue
+		}
+		k := entryKey{j.JobID, j.GPUType}
+		e := n.entries[k]
+		if e == nil {
+			e = &jobEntry{}
+			n.entries[k] = e
+			c := entryCost(j.JobID, j.GPUType)
+			n.bytes += c
+			q.bytes += c
+		}
+		iv := interval{at: r.Time.UnixNano(), rate: *j.StepsPerS, steps: -1}
+		if j.Steps != nil {
+			iv.steps = *j.Steps
+		}
+		if e.add(iv) {
+			q.superseded++
+		}
+	}
+	return nil
+}
+
+// measuredInterval is one interval drained from the queue.
+type measuredInterval struct {
+	node, job, gpuType string
+	interval
+}
+
+// drain empties the queue: the nodes that reported jobs (sorted), and
+// their intervals in the order of their times, as they were measured.
+func (q *reportQueue) drain() (nodes []string, out []measuredInterval, superseded int) {
+	q.mu.Lock()
+	held := q.nodes
+	superseded = q.superseded
+	q.nodes, q.bytes, q.superseded = nil, 0, 0
+	q.mu.Unlock()
+	for node, n := range held {
+		nodes = append(nodes, node)
+		for k, e := range n.entries {
+			for i := range e.n {
+				out = append(out, measuredInterval{node: node, job: k.job, gpuType: k.gpuType,
+					interval: e.intervals[(e.first+i)%keptIntervals]})
+			}
+		}
+	}
+	slices.Sort(nodes)
+	slices.SortStableFunc(out, func(a, b measuredInterval) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.node, b.node), cmp.Compare(a.job, b.job), cmp.Compare(a.gpuType, b.gpuType))
+	})
+	return nodes, out, superseded
+}
+
+// held is how many bytes the queue holds, by its estimate.
+func (q *reportQueue) held() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes
+}
+
+// SetReportLimits bounds what Receive holds until the next round.
+func (d *Daemon) SetReportLimits(l ReportLimits) { d.queue.setLimits(l) }
+
+// Receive keeps a collector report for the next round; it is the sink of
+// the collector endpoint (reports.New). It refuses the report with a
+// *reports.Error when it would take the queue past its limits
+// (SetReportLimits): the endpoint answers 413 or 429, and the collector
+// logs why.
+func (d *Daemon) Receive(r reports.Report) error { return d.queue.add(r) }
+
+// feed hands the queued measurements to the estimator, each job's rate
+// joined with what Slurm says of the job (its tag's model, its GPU count,
+// when it started): a measurement of a job Slurm does not show running,
+// on the type and a node the report names, is dropped, so a stale or
+// forged report cannot teach the estimator a rate for a placement that is
+// not real. So is a measurement of a job the daemon does not manage:
+// nothing would forget it when the job ends (Result.Forget lists managed
+// jobs).
 func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 	if d.Measured == nil {
 		return 0, 0
 	}
-	for _, r := range d.queue.drain() {
-		if _, known := snap.Node(r.Node); len(r.Jobs) > 0 && !known && !d.strangers[r.Node] {
+	nodes, intervals, superseded := d.queue.drain()
+	if superseded > 0 {
+		d.Log.Debug().Int("superseded", superseded).Int("kept_per_job", keptIntervals).
+			Msg("collector intervals pushed out by newer ones since the last round")
+	}
+	for _, node := range nodes {
+		if _, known := snap.Node(node); !known && !d.strangers[node] {
 			// Every report of this collector would be dropped: its host
 			// name is not the Slurm node name (NodeName in slurm.conf).
 			if d.strangers == nil {
 				d.strangers = map[string]bool{}
 			}
-			d.strangers[r.Node] = true
-			d.Log.Warn().Str("node", r.Node).Msg("collector reports as a node Slurm does not know; its reports are dropped: run it with --node set to the node's Slurm name")
+			d.strangers[node] = true
+			d.Log.Warn().Str("node", node).Msg("collector reports as a node Slurm does not know; its reports are dropped: run it with --node set to the node's Slurm name")
 		}
-		for _, rj := range r.Jobs {
-			if rj.StepsPerS == nil {
-				continue
-			}
-			jid, err := sched.ParseJobID(rj.JobID)
-			j, ok := snap.Job(jid)
-			if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != rj.GPUType ||
-				!slices.Contains(j.RunningNodes, r.Node) || !d.Core.Tracks(rj.JobID) {
-				dropped++
-				continue
-			}
-			m := estimate.Measurement{JobID: rj.JobID, Model: j.Tag.Model, Scale: j.GPUs, Type: rj.GPUType,
-				StepsPerSecond: *rj.StepsPerS, At: r.Time}
-			if !j.StartTime.IsZero() {
-				m.SinceStart = r.Time.Sub(j.StartTime)
-			}
-			if rj.Steps != nil {
-				// The job's progress: what the policies count its
-				// remaining steps down from (sched.Progress).
-				m.Steps = *rj.Steps
-			}
-			if err := d.Measured.Observe(m); err != nil {
-				dropped++
-				continue
-			}
-			taken++
+	}
+	for _, iv := range intervals {
+		jid, err := sched.ParseJobID(iv.job)
+		j, ok := snap.Job(jid)
+		if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != iv.gpuType ||
+			!slices.Contains(j.RunningNodes, iv.node) || !d.Core.Tracks(iv.job) {
+			dropped++
+			continue
 		}
+		at := time.Unix(0, iv.at)
+		m := estimate.Measurement{JobID: iv.job, Model: j.Tag.Model, Scale: j.GPUs, Type: iv.gpuType,
+			StepsPerSecond: iv.rate, At: at}
+		if !j.StartTime.IsZero() {
+			m.SinceStart = at.Sub(j.StartTime)
+		}
+		if iv.steps >= 0 {
+			// The job's progress: what the policies count its
+			// remaining steps down from (sched.Progress).
+			m.Steps = iv.steps
+		}
+		if err := d.Measured.Observe(m); err != nil {
+			dropped++
+			continue
+		}
+		taken++
 	}
 	return taken, dropped
 }
