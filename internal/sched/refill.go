@@ -255,8 +255,17 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			reserve(t, j)
 		}
 	}
+	hets := map[bridge.JobID][]bridge.Job{}
 	for _, j := range snap.Jobs {
-		if _, ok := starting[j.ID]; ok || !slurmWillStart(j) {
+		if j.HetJobID != 0 && j.Active() {
+			hets[j.HetJobID] = append(hets[j.HetJobID], j)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(hets)) {
+		c.claimHetJob(r, hets[id])
+	}
+	for _, j := range snap.Jobs {
+		if _, ok := starting[j.ID]; ok || !slurmWillStart(j) || j.HetJobID != 0 {
 			continue
 		}
 		chosen := j.Priority >= RunPriority
@@ -292,6 +301,56 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		}
 	}
 	return r
+}
+
+// claimHetJob takes the room of a heterogeneous job that Slurm may start
+// now, all of its components or none: Slurm starts them together, so a
+// component that fits while another does not takes nothing (counting its
+// room as taken would leave GPUs idle that no job can use).
+func (c *Core) claimHetJob(r *freeRoom, parts []bridge.Job) {
+	for _, j := range parts {
+		j.GPUs = max(j.GPUs, 1) // a component without GPUs starts with the others
+		if !slurmWillStart(j) {
+			return // held, or waiting for something else: none starts
+		}
+	}
+	saved := r.save()
+	for _, j := range parts {
+		if j.GPUs <= 0 {
+			continue
+		}
+		fits := false
+		if t := c.requestedType(j); t != "" {
+			fits = c.claim(r, t, j)
+		} else {
+			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
+				if fits = c.claim(r, typ, j); fits {
+					break
+				}
+			}
+		}
+		if !fits {
+			r.restore(saved)
+			return
+		}
+	}
+}
+
+// save and restore keep and put back the free GPUs of every node.
+func (r *freeRoom) save() map[*freeNode]int {
+	out := map[*freeNode]int{}
+	for _, nodes := range r.nodes {
+		for _, n := range nodes {
+			out[n] = n.free
+		}
+	}
+	return out
+}
+
+func (r *freeRoom) restore(saved map[*freeNode]int) {
+	for n, free := range saved {
+		n.free = free
+	}
 }
 
 // requestedType is the GPU type job j asks for: its typed request, or the

@@ -82,6 +82,16 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 	}
 	mix := chosen(2, "[k80*1&v100*1]", "Resources")
 	mix.Nodes, mix.GPUsPerNode = 2, 1
+	// het is a heterogeneous job's components 9 and 10 waiting for
+	// resources, with the GPUs each asks for; Slurm starts them together.
+	het := func(gpus9 int, type9 string, gpus10 int, type10 string, reason10 string) []bridge.Job {
+		a, b := unmanaged("Resources"), unmanaged(reason10)
+		b.ID = 10
+		a.GPUs, a.RequestedGPUType, a.HetJobID = gpus9, type9, 9
+		b.GPUs, b.RequestedGPUType, b.HetJobID, b.HetJobOffset = gpus10, type10, 9, 1
+		b.Held = strings.HasPrefix(reason10, "JobHeld")
+		return []bridge.Job{a, b}
+	}
 	const started = "set-constraints:v100,release,set-priority"
 	on := 30 * time.Second
 	tests := map[string]struct {
@@ -99,6 +109,11 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 		"a job the round chose has not started": {poll: on, extra: []bridge.Job{chosen(1, "v100", "BeginTime")}, want: ""},
 		"a chosen job waits for more GPUs":      {poll: on, extra: []bridge.Job{chosen(2, "v100", "Resources")}, want: ""},
 		"a chosen mix waits for its other part": {poll: on, extra: []bridge.Job{mix}, want: ""},
+		// A heterogeneous job takes the room of all its components or
+		// none: one that cannot start keeps no GPU idle.
+		"a het job's components all fit":         {poll: on, extra: het(1, "", 0, "", "Resources"), want: ""},
+		"a het job's other component cannot fit": {poll: on, extra: het(1, "", 1, "k80", "Resources"), want: started},
+		"a het job's other component is held":    {poll: on, extra: het(1, "", 0, "", "JobHeldUser"), want: started},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
