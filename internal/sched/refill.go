@@ -93,7 +93,11 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		js := c.jobs[id]
 		j, ok := jobByID(snap, id)
 		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
-			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() {
+			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() || j.ArrayJobID != 0 {
+			// Nor a job array's task (a slot, or a task on a record of
+			// its own): the array's limit, set at the round, may keep it
+			// from starting, and the GPU would stay idle; a released
+			// array record replaces its own ended tasks.
 			continue
 		}
 		if ok, _ := c.eligible(j); !ok {
@@ -264,8 +268,18 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 	for _, id := range slices.Sorted(maps.Keys(hets)) {
 		c.claimHetJob(r, hets[id])
 	}
+	var running map[bridge.JobID]int
 	for _, j := range snap.Jobs {
 		if _, ok := starting[j.ID]; ok || !slurmWillStart(j) || j.HetJobID != 0 {
+			continue
+		}
+		if j.HoldsArrayTasks() {
+			// A job array's record starts as many of its tasks as fit,
+			// within its limit, each of them a job of j's request.
+			if running == nil {
+				running = arrayRunning(snap)
+			}
+			c.claimArray(r, j, startableTasks(j, running))
 			continue
 		}
 		chosen := j.Priority >= RunPriority
@@ -332,6 +346,38 @@ func (c *Core) claimHetJob(r *freeRoom, parts []bridge.Job) {
 		if !fits {
 			r.restore(saved)
 			return
+		}
+	}
+}
+
+// claimArray takes the room of up to n tasks of array record j, each as
+// the job j would be: on its type, or for untyped tasks on any type where
+// one fits. Released by a round (at the run priority), its type stays
+// free for nothing else while one of its tasks does not fit, as for any
+// job a round chose.
+func (c *Core) claimArray(r *freeRoom, j bridge.Job, n int) {
+	t := c.requestedType(j)
+	for range n {
+		switch {
+		case t != "" && j.Priority >= RunPriority:
+			if !c.claim(r, t, j) {
+				r.clear(t)
+				return
+			}
+		case t != "":
+			if !c.claim(r, t, j) {
+				return
+			}
+		default:
+			fits := false
+			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
+				if fits = c.claim(r, typ, j); fits {
+					break
+				}
+			}
+			if !fits {
+				return
+			}
 		}
 	}
 }

@@ -114,6 +114,11 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 		"a het job's components all fit":         {poll: on, extra: het(1, "", 0, "", "Resources"), want: ""},
 		"a het job's other component cannot fit": {poll: on, extra: het(1, "", 1, "k80", "Resources"), want: started},
 		"a het job's other component is held":    {poll: on, extra: het(1, "", 0, "", "JobHeldUser"), want: started},
+		// A job array's record a round released starts tasks within its
+		// limit, each where one fits.
+		"a released array starts its tasks": {poll: on, extra: releasedArray(2, nil), want: ""},
+		"a released array at its limit": {poll: on, want: started,
+			extra: releasedArray(1, []bridge.Job{arrayTask(10, 9, 0, 1, "b1", "k80")})},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -134,6 +139,35 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 				t.Errorf("job 2: %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// releasedArray is job array 9's record as a round left it: released at
+// the run priority onto v100 with limit, three tasks waiting, then tasks
+// (running ones of the array).
+func releasedArray(limit int, tasks []bridge.Job) []bridge.Job {
+	j := arrayRecord(9, "1-3", limit, tag)
+	j.Constraints, j.Priority, j.Reason = "v100", RunPriority, "JobArrayTaskLimit"
+	return append([]bridge.Job{j}, tasks...)
+}
+
+// A job array's tasks are not refilled: the array's limit, set at the
+// round, may keep a task from starting, and its GPU would stay idle. The
+// freed GPU goes to the next job that can take it.
+func TestRefillLeavesArrayTasksToTheRounds(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	task := pending(2, tag)
+	task.ArrayJobID, task.ArrayTaskID = 20, 4 // requeued earlier: a record of its own
+	first := c.Step(snapshot(t, epoch, nodes, pending(1, tag), task, pending(3, tag)), epoch, c.Solve)
+	if got := actionsOf(first.Actions, 2) + "|" + actionsOf(first.Actions, 3); got != "hold|hold" {
+		t.Fatalf("round: jobs 2 and 3 %q, want both held", got)
+	}
+	task.Held, task.Reason = true, "JobHeldAdmin"
+	now := epoch.Add(time.Minute)
+	out := c.Graces(snapshot(t, now, nodes, done(running(1, tag, "a1", "v100", 0)), task, held(3, tag)), now)
+	if got := actionsOf(out, 2) + "|" + actionsOf(out, 3); got != "|set-constraints:v100,release,set-priority" {
+		t.Errorf("after job 1 ended: jobs 2 and 3 %q, want the array's task left to the next round and job 3 started", got)
 	}
 }
 

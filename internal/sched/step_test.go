@@ -66,6 +66,8 @@ func actionsOf(actions []Action, id bridge.JobID) string {
 			out = append(out, string(a.Kind)+":"+a.Constraints)
 		case bridge.ActSignal:
 			out = append(out, string(a.Kind)+":"+a.Signal)
+		case bridge.ActSetArrayLimit:
+			out = append(out, fmt.Sprintf("%s:%d", a.Kind, a.Tasks))
 		default:
 			out = append(out, string(a.Kind))
 		}
