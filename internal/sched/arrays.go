@@ -36,8 +36,11 @@ import (
 // is an ordinary job under its own id (it takes over its slot's
 // arrival), preempted and requeued like any other.
 //
-// Slots chosen for another type than the one most of them got wait for a
-// later round: one record takes one constraint. The user's own limit
+// Between rounds, a record the round held starts as many waiting tasks as
+// freed GPUs fit, as held jobs do (refill.go), its limit raised by that
+// many first. Slots chosen for another type than the one most of them
+// got wait for a later round: one record takes one constraint. The
+// user's own limit
 // ("--array=0-7%2") bounds what the daemon sets, and is put back when
 // the daemon stops managing the array (kept in the state meanwhile).
 

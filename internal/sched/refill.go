@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -92,12 +93,22 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 	for n, id := range c.order {
 		js := c.jobs[id]
 		j, ok := jobByID(snap, id)
-		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
-			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() || j.ArrayJobID != 0 {
-			// Nor a job array's task (a slot, or a task on a record of
-			// its own): the array's limit, set at the round, may keep it
-			// from starting, and the GPU would stay idle; a released
-			// array record replaces its own ended tasks.
+		holder := js // whose hold the daemon's is
+		switch {
+		case js.arrayOf != 0:
+			// A job array's waiting task: started through its array's
+			// record, when the daemon holds that.
+			j, ok = snap.Job(js.arrayOf)
+			holder = c.jobs[js.arrayOf.String()]
+			ok = ok && holder != nil && holder.arrayHead && j.HoldsArrayTasks()
+		case ok && j.ArrayJobID != 0:
+			// A task of an array on a record of its own: the array's
+			// limit, set at the round, may keep it from starting, and
+			// the GPU would stay idle. It waits for a round.
+			continue
+		}
+		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !holder.heldByDaemon ||
+			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() {
 			continue
 		}
 		if ok, _ := c.eligible(j); !ok {
@@ -121,11 +132,16 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		return cmp.Compare(a.arrival, b.arrival)
 	})
 	started := map[string]bool{}
+	arrays := map[bridge.JobID]*arrayStart{} // the arrays' waiting tasks started, by array record
 	var out []Action
 	for _, cand := range cands {
 		t := cand.gpuType
 		if started[cand.js.id] || room.total(t) == 0 {
 			continue
+		}
+		a := arrays[cand.job.ID]
+		if cand.js.arrayOf != 0 && a != nil && a.gpuType != t {
+			continue // an array's record takes one type at a time
 		}
 		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
@@ -134,9 +150,52 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
 			" (GPUs freed between rounds)"
 		cand.js.decision, cand.js.reason = rounds.Run.String(), why
+		if cand.js.arrayOf != 0 {
+			if a == nil {
+				a = &arrayStart{record: cand.job, gpuType: t, why: why}
+				arrays[cand.job.ID] = a
+			}
+			a.tasks++
+			continue
+		}
 		out = append(out, c.runActions(cand.job, t, why)...)
 	}
+	if len(arrays) > 0 {
+		running := arrayRunning(snap)
+		for _, id := range slices.Sorted(maps.Keys(arrays)) {
+			out = append(out, c.startArrayTasks(arrays[id], running[arrays[id].record.ArrayJobID])...)
+		}
+	}
 	return out
+}
+
+// arrayStart is the waiting tasks of one array record a refill starts.
+type arrayStart struct {
+	record  bridge.Job
+	gpuType string
+	tasks   int
+	why     string
+}
+
+// startArrayTasks lets Slurm start a.tasks more tasks of a held array
+// record beside the running ones: its limit first, then its release onto
+// the type, as a round does (arrays.go).
+func (c *Core) startArrayTasks(a *arrayStart, running int) []Action {
+	m := a.record
+	limit := running + a.tasks
+	if u := c.arrayLimits[m.ArrayJobID]; u > 0 {
+		limit = min(limit, u)
+	}
+	why := fmt.Sprintf("job array: %d of its waiting tasks start on %s, at most %d of its tasks at once; %s",
+		a.tasks, a.gpuType, limit, a.why)
+	if head := c.jobs[m.ID.String()]; head != nil {
+		head.decision, head.reason = rounds.Run.String(), why
+	}
+	var out []Action
+	if m.ArrayLimit != limit {
+		out = append(out, Action{Action: bridge.Action{Kind: bridge.ActSetArrayLimit, Job: m.ID, Tasks: limit}, Why: why, Restarts: m.Restarts})
+	}
+	return append(out, c.runActions(m, a.gpuType, why)...)
 }
 
 // freeRoom is the free GPUs of each usable node, by GPU type.

@@ -171,6 +171,29 @@ func TestRefillLeavesArrayTasksToTheRounds(t *testing.T) {
 	}
 }
 
+// A job array's record the round held (its tasks had no room) starts as
+// many waiting tasks as freed GPUs fit, as held jobs do: its limit is
+// raised by that many before its release, so Slurm starts no more.
+func TestRefillStartsAnArraysWaitingTasks(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
+	one, two := running(1, tag, "a1", "v100", 0), running(2, tag, "a1", "v100", 0)
+	first := c.Step(snapshot(t, epoch, nodes, one, two, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
+	if got := actionsOf(first.Actions, 130); got != "hold" {
+		t.Fatalf("round: array %q, want it held", got)
+	}
+	rec := arrayRecord(130, "0-3", 0, tag)
+	rec.Held, rec.Reason = true, "JobHeldAdmin"
+	now := epoch.Add(time.Minute)
+	out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), two, rec), now)
+	if got := actionsOf(out, 130); got != "set-array-limit:1,set-constraints:v100,release,set-priority" {
+		t.Errorf("after job 1 ended: array %q, want one task let start", got)
+	}
+	if js := c.jobs["130"]; js.decision != "run" || !strings.Contains(js.reason, "job array: 1 of its waiting tasks start on v100") {
+		t.Errorf("array: decision %q, reason %q", js.decision, js.reason)
+	}
+}
+
 // Freed GPUs go to the waiting job with the highest priority on their
 // type among those that fit: a heavier job first; a two-GPU job does not
 // fit one free GPU, so a one-GPU job behind it starts.
