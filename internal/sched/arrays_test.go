@@ -277,3 +277,19 @@ func TestArrayTasksGetRatesOnNewTypes(t *testing.T) {
 		t.Errorf("v100 rate %v once a v100 node came", r)
 	}
 }
+
+// Tasks chosen on two GPU types: the array's record takes one constraint,
+// so it starts the tasks of one type (the first chosen on a tie) and the
+// others wait for a later round, said in its status.
+func TestArrayTakesOneTypeAtATime(t *testing.T) {
+	c := newCore(t, arraySettings())
+	nodes := []bridge.Node{node("v1", "v100", 1, 0), node("k1", "k80", 1, 0)}
+	res := c.Step(snapshot(t, epoch, nodes, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
+	got := actionsOf(res.Actions, 130)
+	if got != "set-array-limit:1,set-constraints:v100,set-priority" && got != "set-array-limit:1,set-constraints:k80,set-priority" {
+		t.Errorf("array record: %q, want one task let start on one type", got)
+	}
+	if v := viewOf(t, res.View, 130); !strings.Contains(v.Reason, "; 1 chosen for other types wait for a later round") {
+		t.Errorf("status %q", v.Reason)
+	}
+}
