@@ -4,6 +4,8 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +227,71 @@ func TestHetJobIsLeftToSlurm(t *testing.T) {
 		if js.JobID == itoa(het) && (js.Managed || !strings.Contains(js.Reason, "heterogeneous job")) {
 			t.Errorf("status of the heterogeneous job: managed %v, %q", js.Managed, js.Reason)
 		}
+	}
+}
+
+// Slurm's last task of an array takes over the array's id, and scontrol,
+// like slurmrestd's signal, reads that id as the whole array. A signal or
+// a requeue the daemon sends that task (a preemption) reaches it alone,
+// named ARRAY_TASK, never the array's other running tasks.
+func TestArrayTaskIsSignalledAndRequeuedAlone(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	part := ownPartition(t, env, "p100-1")
+	marker := fmt.Sprintf("%s/alone-%d", env.SharedDirInJob, time.Now().UnixNano())
+	script := "#!/bin/bash\ntrap 'echo got >> " + marker + "-$SLURM_ARRAY_TASK_ID' USR1\nwhile true; do sleep 0.2; done\n"
+	array := env.Submit(t, script, "--partition="+part, "--array=0-1", "--gres=gpu:1", "--output=/dev/null")
+	t.Cleanup(func() {
+		for _, task := range []string{"0", "1"} {
+			_ = os.Remove(env.HostPath(marker + "-" + task))
+		}
+	})
+	c := restClient(t, env, env.URL, part)
+	var last, first bridge.Job // the task on the array's id, the other
+	if !watch(t, c, 30*time.Second, func(snap *bridge.Snapshot) bool {
+		running := 0
+		for _, j := range snap.Jobs {
+			if j.ArrayJobID == bridge.JobID(array) && j.State == bridge.JobRunning {
+				running++
+				if j.ID == bridge.JobID(array) {
+					last = j
+				} else {
+					first = j
+				}
+			}
+		}
+		return running == 2 && last.ID != 0 && first.ID != 0
+	}) {
+		t.Fatal("the array's two tasks never ran at once")
+	}
+	time.Sleep(time.Second) // let the scripts install their traps
+	ctx := context.Background()
+	if err := c.Apply(ctx, bridge.Action{Kind: bridge.ActSignal, Job: last.ID, Signal: "USR1"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	got := func(task uint32) bool {
+		_, err := os.Stat(env.HostPath(fmt.Sprintf("%s-%d", marker, task)))
+		return err == nil
+	}
+	if !got(last.ArrayTaskID) || got(first.ArrayTaskID) {
+		t.Errorf("signal to job %d (task %d): task %d got it %v, task %d got it %v; want the one task alone",
+			last.ID, last.ArrayTaskID, last.ArrayTaskID, got(last.ArrayTaskID), first.ArrayTaskID, got(first.ArrayTaskID))
+	}
+	if err := c.Apply(ctx, bridge.Action{Kind: bridge.ActRequeueHold, Job: last.ID}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	// slurmrestd's GET of the array's id answers with every task: the
+	// snapshot tells them apart.
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := snap.Job(last.ID); j.State != bridge.JobPending || !j.Held {
+		t.Errorf("task %d after its requeue: %s, held %v", last.ArrayTaskID, j.State, j.Held)
+	}
+	if j, _ := snap.Job(first.ID); j.State != bridge.JobRunning || j.Restarts != 0 {
+		t.Errorf("the array's other task after the requeue of task %d: %s, %d restarts; want it left running",
+			last.ArrayTaskID, j.State, j.Restarts)
 	}
 }
