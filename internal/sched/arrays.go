@@ -196,9 +196,9 @@ func (t *arrayTally) tallySlot(d *rounds.Decision) {
 // the limit of arrays whose tasks all have records of their own out of
 // the way. tallies are the slots' decisions by array record.
 func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies map[bridge.JobID]*arrayTally) []Action {
-	decisions := make(map[string]rounds.Action, len(plan.Decisions))
+	decisions := make(map[string]*rounds.Decision, len(plan.Decisions))
 	for i := range plan.Decisions {
-		decisions[plan.Decisions[i].Job] = plan.Decisions[i].Action
+		decisions[plan.Decisions[i].Job] = &plan.Decisions[i]
 	}
 	managed := map[bridge.JobID]bool{}
 	records := map[bridge.JobID]bridge.Job{} // each array's own record, when it holds tasks
@@ -221,14 +221,17 @@ func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies ma
 			}
 			continue
 		}
-		d, planned := decisions[j.ID.String()]
+		d := decisions[j.ID.String()]
 		switch {
-		case isRunning(j) && !(planned && d == rounds.Preempt):
+		case isRunning(j) && (d == nil || !d.Stops() || d.Starts()):
 			// Slurm counts every running task against the limit, the
 			// ones the rounds do not place (or the daemon does not
-			// manage) included.
+			// manage) included; one the round moves runs again once
+			// requeued. Only those it stops free their place.
 			t.runs++
-		case j.State == bridge.JobPending && planned && d == rounds.Run && !c.teWaiting(j.ID.String()):
+		case j.State == bridge.JobPending && d != nil && d.Starts() && !c.teWaiting(j.ID.String()):
+			// Started by the round: chosen, or a requeued task it
+			// restarts on a type (translate's placeRequeued).
 			t.runs++
 		}
 	}

@@ -293,3 +293,42 @@ func TestArrayTakesOneTypeAtATime(t *testing.T) {
 		t.Errorf("status %q", v.Reason)
 	}
 }
+
+// The limit counts the array's running tasks the round keeps, not those
+// it stops: a preempted task frees its place for a waiting one, which
+// starts once the preempted one is requeued.
+func TestArrayLimitLeavesOutStoppedTasks(t *testing.T) {
+	c := newCore(t, arraySettings())
+	nodes := []bridge.Node{node("p1", "p100", 2, 2)}
+	tasks := []bridge.Job{arrayTask(131, 130, 0, 0, "p1", "p100"), arrayTask(132, 130, 1, 0, "p1", "p100")}
+	jobs := append([]bridge.Job{arrayRecord(130, "2-7", 0, tag)}, tasks...)
+	if got := actionsOf(c.Step(snapshot(t, epoch, nodes, jobs...), epoch, c.Solve).Actions, 130); got != "hold" {
+		t.Fatalf("first round: array record %q, want it held while its tasks run", got)
+	}
+	// An hour on, the running tasks are far ahead of the waiting ones,
+	// and past their minimum run time.
+	c.set.MinRunTime = 0
+	now := epoch.Add(time.Hour)
+	rec := arrayRecord(130, "2-7", 0, tag)
+	rec.Held, rec.Reason = true, "JobHeldAdmin"
+	res := c.Step(snapshot(t, now, nodes, append([]bridge.Job{rec}, tasks...)...), now, c.Solve)
+	stopped := 0
+	for _, id := range []bridge.JobID{131, 132} {
+		if actionsOf(res.Actions, id) == "signal:USR1" {
+			stopped++
+		}
+	}
+	chosen := 0
+	for _, key := range []string{"130_2", "130_3", "130_4", "130_5", "130_6", "130_7"} {
+		if js := c.jobs[key]; js != nil && js.decision == "run" {
+			chosen++
+		}
+	}
+	if stopped == 0 || chosen == 0 {
+		t.Fatalf("%d tasks stopped, %d waiting ones chosen: the test needs both", stopped, chosen)
+	}
+	want := "set-array-limit:" + itoa(2-stopped+chosen) + ",set-constraints:p100,release,set-priority"
+	if got := actionsOf(res.Actions, 130); got != want {
+		t.Errorf("array record with %d tasks stopped and %d chosen: %q, want %q", stopped, chosen, got, want)
+	}
+}

@@ -17,7 +17,7 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 	c.round = round
 	for id, r := range records {
 		if _, _, ok := parseSlotKey(id); ok {
-			continue // not saved since slots are not kept; an older record
+			continue // slots are never saved (records): not one of the daemon's
 		}
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
 			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
