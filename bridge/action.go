@@ -60,6 +60,12 @@ const (
 	// Action.Constraints. The daemon uses it to spread a mixed=ok job over
 	// GPU types and to bring it back to one type (docs/hadar.md).
 	ActSetShape ActionKind = "set-shape"
+	// ActSetArrayLimit sets how many tasks of a job array Slurm runs at
+	// once (its ArrayTaskThrottle) to Action.Tasks, 0 for no limit. It is
+	// sent to the array's own record (the array's id). The daemon lets
+	// an array's waiting tasks start only as far as the round gives them
+	// GPUs, never the whole array at once.
+	ActSetArrayLimit ActionKind = "set-array-limit"
 	// ActBeginNow makes a pending job eligible now (after a requeue Slurm
 	// would otherwise wait about two minutes).
 	ActBeginNow ActionKind = "begin-now"
@@ -88,6 +94,8 @@ type Action struct {
 	Nodes       int `json:"nodes,omitempty"`
 	GPUsPerNode int `json:"gpus_per_node,omitempty"`
 	GPUs        int `json:"gpus,omitempty"`
+	// Tasks is the limit ActSetArrayLimit sets (0: none).
+	Tasks int `json:"tasks,omitempty"`
 }
 
 // maxShapeGPUs bounds the counts of a shape, as the reader bounds what it
@@ -105,6 +113,8 @@ func (a Action) String() string {
 		fmt.Fprintf(&b, " (constraints=%q)", a.Constraints)
 	case ActSignal:
 		fmt.Fprintf(&b, " (signal=%s)", a.Signal)
+	case ActSetArrayLimit:
+		fmt.Fprintf(&b, " (tasks=%d)", a.Tasks)
 	case ActSetShape:
 		if a.GPUsPerNode > 0 {
 			fmt.Fprintf(&b, " (nodes=%d gpus_per_node=%d constraints=%q)", a.Nodes, a.GPUsPerNode, a.Constraints)
@@ -125,6 +135,10 @@ func (a Action) Validate() error {
 	case ActSetConstraints:
 		if strings.ContainsAny(a.Constraints, "\n\x00") {
 			return fmt.Errorf("%s: constraints hold a control character", a)
+		}
+	case ActSetArrayLimit:
+		if a.Tasks < 0 || a.Tasks > MaxArrayTask+1 {
+			return fmt.Errorf("%s: limit out of range", a)
 		}
 	case ActSignal:
 		if _, err := SignalNumber(a.Signal); err != nil {

@@ -155,6 +155,50 @@ type Job struct {
 	// job is left to Slurm with this reason instead of failing the whole
 	// snapshot.
 	Unreadable error `json:"-"`
+
+	// Job arrays. Slurm keeps an array's tasks that have not started in
+	// one record, the array's own (its id is the array's id, ArrayTasks
+	// lists the tasks, and its request is each task's), and gives every
+	// task it starts, or that is updated on its own, a record of its own
+	// (ArrayTaskID set, a job id of its own, except the last task, which
+	// takes over the array's record and id). ArrayJobID is 0 for a job
+	// that is not part of an array.
+	ArrayJobID  JobID  `json:"array_job_id,omitempty"`
+	ArrayTaskID uint32 `json:"array_task_id,omitempty"`
+	// ArrayTasks is Slurm's expression of the tasks the array's own
+	// record still holds ("2-7", "1,3,5-9:2"), without the "%N" of its
+	// limit; empty for every other record ("?" for a record of an array
+	// that names neither its task nor its tasks: it is unreadable).
+	ArrayTasks string `json:"array_tasks,omitempty"`
+	// ArrayLimit is the most tasks of the array Slurm runs at once
+	// (ArrayTaskThrottle, "--array=0-7%2"); 0 for none. Slurm shows it on
+	// every record of the array.
+	ArrayLimit int `json:"array_limit,omitempty"`
+	// HetJobID is the leader's job id for a component of a heterogeneous
+	// job (0 otherwise), HetJobOffset the component's index. Each
+	// component is a record of its own; Slurm starts them together.
+	HetJobID     JobID `json:"het_job_id,omitempty"`
+	HetJobOffset int   `json:"het_job_offset,omitempty"`
+}
+
+// HoldsArrayTasks reports whether the record is a job array's own record
+// that still holds tasks not started (ArrayTasks).
+func (j Job) HoldsArrayTasks() bool { return j.ArrayJobID != 0 && j.ArrayTasks != "" }
+
+// IsArrayTask reports whether the record is one task of a job array.
+func (j Job) IsArrayTask() bool { return j.ArrayJobID != 0 && j.ArrayTasks == "" }
+
+// SlurmName is how Slurm's commands name the job: "ARRAY_TASK" for a task
+// of a job array (Slurm, like squeue, names the array's tasks so), the job
+// id otherwise. Scontrol and slurmrestd's signal and requeue read a job
+// array's own id as the whole array, every task included: a task whose
+// record took over that id (the array's last) can only be named alone
+// this way.
+func (j Job) SlurmName() string {
+	if j.IsArrayTask() {
+		return fmt.Sprintf("%d_%d", j.ArrayJobID, j.ArrayTaskID)
+	}
+	return j.ID.String()
 }
 
 // Managed reports whether the job carries a valid gavel: tag.

@@ -29,6 +29,10 @@ var ErrHeld = errors.New("job is in held state, pending scheduler release")
 // ErrNoJob is returned for an unknown job id.
 var ErrNoJob = errors.New("invalid job id specified")
 
+// ErrNotArray is the fake's answer to a job array's limit set on a job
+// that is not part of an array.
+var ErrNotArray = errors.New("job is not a job array")
+
 // Slurm is the in-memory cluster. The zero value is not usable; call New.
 type Slurm struct {
 	mu      sync.Mutex
@@ -354,6 +358,19 @@ func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
 		if a.GPUsPerNode > 0 {
 			j.GPUs = a.Nodes * a.GPUsPerNode
 		}
+	case bridge.ActSetArrayLimit:
+		// Slurm keeps the limit with the array and shows it on every
+		// record of it.
+		if j.ArrayJobID == 0 {
+			return fmt.Errorf("%s: %w", a, ErrNotArray)
+		}
+		for id, other := range s.jobs {
+			if other.ArrayJobID == j.ArrayJobID && id != a.Job {
+				other.ArrayLimit = a.Tasks
+				s.jobs[id] = other
+			}
+		}
+		j.ArrayLimit = a.Tasks
 	case bridge.ActBeginNow:
 		if !pending {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)

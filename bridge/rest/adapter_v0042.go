@@ -116,6 +116,12 @@ func (a *adapterV0042) jobs(ctx context.Context) ([]rawJob, error) {
 		if p, ok := extra.priorities[raw.ID]; ok {
 			raw.Priority = p
 		}
+		raw.ArrayJobID, _ = uint32V0042(j.ArrayJobId)
+		raw.ArrayTaskID, raw.ArrayTaskSet = uint32V0042(j.ArrayTaskId)
+		raw.ArrayTasks = deref(j.ArrayTaskString)
+		raw.ArrayLimit, _ = uint32V0042(j.ArrayMaxTasks)
+		raw.HetJobID, _ = uint32V0042(j.HetJobId)
+		raw.HetJobOffset, _ = uint32V0042(j.HetJobOffset)
 		raw.SubmitTime, _ = uint64V0042(j.SubmitTime)
 		raw.StartTime, _ = uint64V0042(j.StartTime)
 		raw.EligibleTime, _ = uint64V0042(j.EligibleTime)
@@ -147,6 +153,7 @@ func (a *adapterV0042) update(ctx context.Context, job int64, u jobUpdate) error
 	desc.Constraints = u.Constraints
 	desc.MinimumNodes, desc.MaximumNodes = u.Nodes, u.Nodes
 	desc.TresPerNode, desc.TresPerJob = u.TresPerNode, u.TresPerJob
+	desc.Array = u.ArrayLimit
 	if u.BeginTime != nil {
 		set, number := true, *u.BeginTime
 		desc.BeginTime = &api.V0042Uint64NoValStruct{Set: &set, Number: &number}
@@ -161,10 +168,10 @@ func (a *adapterV0042) update(ctx context.Context, job int64, u jobUpdate) error
 	return errorsV0042(r.StatusCode(), r.JSON200.Errors)
 }
 
-func (a *adapterV0042) signal(ctx context.Context, job int64, signal string) error {
+func (a *adapterV0042) signal(ctx context.Context, name string, signal string) error {
 	flags := api.SlurmV0042DeleteJobParamsFlags("FULL_JOB")
 	params := &api.SlurmV0042DeleteJobParams{Signal: &signal, Flags: &flags}
-	r, err := a.client.SlurmV0042DeleteJobWithResponse(ctx, strconv.FormatInt(job, 10), params)
+	r, err := a.client.SlurmV0042DeleteJobWithResponse(ctx, name, params)
 	if err != nil {
 		return err
 	}

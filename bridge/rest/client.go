@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +67,9 @@ type adapter interface {
 	nodes(ctx context.Context) ([]rawNode, error)
 	jobs(ctx context.Context) ([]rawJob, error)
 	update(ctx context.Context, job int64, u jobUpdate) error
-	signal(ctx context.Context, job int64, signal string) error
+	// signal sends signal to the job slurmctld knows by name (a job id,
+	// or ARRAY_TASK for a task of a job array).
+	signal(ctx context.Context, name string, signal string) error
 }
 
 type adapterFactory func(server string, doer *http.Client, auth func(context.Context, *http.Request) error) (adapter, error)
@@ -119,6 +122,12 @@ type Client struct {
 	// scontrolFound is Config.Scontrol as found by LookPath ("" until
 	// found).
 	scontrolFound string
+
+	// namesMu guards names: the records of job arrays and heterogeneous
+	// jobs in the last snapshot, which an action must not name by their
+	// bare job id everywhere (see nameOf).
+	namesMu sync.Mutex
+	names   map[bridge.JobID]bridge.Job
 }
 
 // New checks the configuration and prepares the clients; it does not
@@ -281,7 +290,58 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 		c.forget(nodesErr)
 		return nil, fmt.Errorf("snapshot: read nodes: %w", nodesErr)
 	}
-	return buildSnapshot(taken, a.version(), c.cfg.Partitions, rawNodes, rawJobs)
+	snap, err := buildSnapshot(taken, a.version(), c.cfg.Partitions, rawNodes, rawJobs)
+	if err == nil {
+		c.noteNames(snap)
+	}
+	return snap, err
+}
+
+// noteNames keeps the snapshot's records of job arrays and heterogeneous
+// jobs, for nameOf. The daemon acts on the jobs of the snapshot it read
+// last, so that is the one that says how to name them.
+func (c *Client) noteNames(snap *bridge.Snapshot) {
+	names := map[bridge.JobID]bridge.Job{}
+	for _, j := range snap.Jobs {
+		if j.ArrayJobID != 0 || j.HetJobID != 0 {
+			names[j.ID] = bridge.Job{ID: j.ID, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
+				ArrayTasks: j.ArrayTasks, HetJobID: j.HetJobID, HetJobOffset: j.HetJobOffset}
+		}
+	}
+	c.namesMu.Lock()
+	c.names = names
+	c.namesMu.Unlock()
+}
+
+// jobName says how to name job id in a command that takes Slurm's job
+// names (scontrol's, and slurmrestd's signal and requeue), and whether
+// such a command may name it with others in one call.
+type jobName struct {
+	// name is the job's name in those commands (bridge.Job.SlurmName).
+	name string
+	// wholeArray is set for a job array's own record while it holds
+	// tasks not started: every name such a command takes for it means
+	// the whole array, the tasks already started included.
+	wholeArray bool
+	// alone is set for the records of job arrays and heterogeneous jobs,
+	// which go through slurmrestd one by one: slurmrestd's updates
+	// change the one record whose id they name, where scontrol reads an
+	// array's or a heterogeneous job's leader's id as all of its
+	// records (scontrol hold ARRAY holds every task, running ones
+	// included).
+	alone bool
+}
+
+// nameOf is how to name job id (see jobName); a job the last snapshot did
+// not show is taken for a plain job.
+func (c *Client) nameOf(id bridge.JobID) jobName {
+	c.namesMu.Lock()
+	j, ok := c.names[id]
+	c.namesMu.Unlock()
+	if !ok {
+		return jobName{name: id.String()}
+	}
+	return jobName{name: j.SlurmName(), wholeArray: j.HoldsArrayTasks(), alone: true}
 }
 
 func buildSnapshot(taken time.Time, version string, partitions []string, rawNodes []rawNode, rawJobs []rawJob) (*bridge.Snapshot, error) {
@@ -369,12 +429,19 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	case bridge.ActBeginNow:
 		now := c.cfg.Now().Unix()
 		u.BeginTime = &now
+	case bridge.ActSetArrayLimit:
+		limit := strconv.Itoa(act.Tasks)
+		u.ArrayLimit = &limit
 	case bridge.ActSignal:
 		n, err := bridge.SignalNumber(act.Signal)
 		if err != nil {
 			return err
 		}
-		err = a.signal(ctx, job, fmt.Sprint(n))
+		name := c.nameOf(act.Job)
+		if name.wholeArray {
+			return errWholeArray
+		}
+		err = a.signal(ctx, name.name, fmt.Sprint(n))
 		c.forget(err)
 		return err
 	default:
@@ -452,7 +519,7 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 			continue
 		}
 		verb, ok := batchVerbs[act.Kind]
-		if !ok {
+		if !ok || c.nameOf(act.Job).alone {
 			errs[i] = c.Apply(ctx, act)
 			continue
 		}
@@ -525,10 +592,20 @@ func (c *Client) scontrolList(ctx context.Context, verb string, ids []string) er
 	return nil
 }
 
-// scontrol runs `scontrol VERB JOBID`: slurmrestd has no requeue before
-// v0.0.45 (Slurm 26.05).
+// errWholeArray refuses a signal or a requeue of a job array's own record
+// while it holds tasks not started: Slurm would read its id as the whole
+// array and stop every task of it. The daemon never means to (such a
+// record is pending), so a request for it is a mistake caught here.
+var errWholeArray = errors.New("the record of a job array's tasks not started: its id names every task of the array, so it is not signalled or requeued")
+
+// scontrol runs `scontrol VERB NAME`: slurmrestd has no requeue before
+// v0.0.45 (Slurm 26.05). A task of a job array is named ARRAY_TASK.
 func (c *Client) scontrol(ctx context.Context, verb string, job bridge.JobID) error {
-	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, job.String())
+	name := c.nameOf(job)
+	if name.wholeArray {
+		return fmt.Errorf("%s %s %s: %w", c.cfg.Scontrol, verb, job, errWholeArray)
+	}
+	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, name.name)
 	if err != nil {
 		c.forgetScontrol(err)
 		if commandMissing(err) {

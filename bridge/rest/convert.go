@@ -49,6 +49,20 @@ type rawJob struct {
 	EligibleTime int64
 	Dependency   string
 	Comment      string
+	// ArrayJobID is the job array's id (0: not part of an array);
+	// ArrayTaskID the task's, when ArrayTaskSet (Slurm leaves it unset
+	// on the array's own record while that holds tasks not started);
+	// ArrayTasks the tasks that record holds ("2-7%2": with the limit);
+	// ArrayLimit the array's limit on tasks running at once.
+	ArrayJobID   int64
+	ArrayTaskID  int64
+	ArrayTaskSet bool
+	ArrayTasks   string
+	ArrayLimit   int64
+	// HetJobID is a heterogeneous job's leader's id (0: not one),
+	// HetJobOffset the component's index.
+	HetJobID     int64
+	HetJobOffset int64
 	// Unreadable is set when the generated types refused the job's record
 	// (see parseJobsReply): the fields above are then only those that
 	// could be read leniently.
@@ -66,6 +80,10 @@ type jobUpdate struct {
 	Nodes       *int32
 	TresPerNode *string
 	TresPerJob  *string
+	// ArrayLimit sets a job array's limit on tasks running at once: the
+	// update's "array" field holds the number alone ("0": none), as
+	// scontrol's ArrayTaskThrottle sends it.
+	ArrayLimit *string
 }
 
 // maxGPUs bounds every GPU count read from Slurm, per node and per job.
@@ -182,6 +200,9 @@ func convertJob(r rawJob, nodes map[string]bridge.Node) (bridge.Job, error) {
 		problems = append(problems, err)
 	}
 	if err := placement(&j, r, nodes); err != nil {
+		problems = append(problems, err)
+	}
+	if err := arrayAndHet(&j, r); err != nil {
 		problems = append(problems, err)
 	}
 	j = j.WithComment(r.Comment)
@@ -301,4 +322,44 @@ func placement(j *bridge.Job, r rawJob, nodes map[string]bridge.Node) error {
 		j.RunningGPUType = gpuType
 	}
 	return nil
+}
+
+// arrayAndHet fills what the record says of a job array or a
+// heterogeneous job it is part of. Slurm writes 0 for "none" in both ids,
+// and leaves the task id unset on an array's own record while that holds
+// tasks not started; NO_VAL as a task id is read as unset too.
+func arrayAndHet(j *bridge.Job, r rawJob) error {
+	var problems []error
+	if r.HetJobID > 0 && r.HetJobID <= math.MaxUint32 {
+		j.HetJobID = bridge.JobID(r.HetJobID)
+		j.HetJobOffset = int(min(max(r.HetJobOffset, 0), math.MaxInt32))
+	}
+	if r.ArrayJobID <= 0 || r.ArrayJobID > math.MaxUint32 {
+		return nil
+	}
+	j.ArrayJobID = bridge.JobID(r.ArrayJobID)
+	j.ArrayLimit = int(min(max(r.ArrayLimit, 0), bridge.MaxArrayTask+1))
+	tasks, _, _ := strings.Cut(r.ArrayTasks, "%")
+	switch {
+	case r.ArrayTaskSet && r.ArrayTaskID >= 0 && r.ArrayTaskID <= bridge.MaxArrayTask:
+		j.ArrayTaskID = uint32(r.ArrayTaskID)
+	case r.ArrayTaskSet && r.ArrayTaskID < math.MaxUint32-1:
+		problems = append(problems, fmt.Errorf("array task id %d is above any Slurm gives", r.ArrayTaskID))
+		// Named as the array's own record, which the daemon never
+		// names alone in a command.
+		j.ArrayTasks = "?"
+	case tasks == "":
+		// The array's own record without its tasks: not a record the
+		// daemon could act on without touching the whole array.
+		j.ArrayTasks = "?"
+		if j.Active() {
+			problems = append(problems, errors.New("job array record without its task id or its tasks"))
+		}
+	default:
+		j.ArrayTasks = tasks
+		if _, _, err := bridge.ArrayTaskIDs(tasks, 0); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return joinProblems(problems...)
 }

@@ -16,12 +16,19 @@ package rest
 //     tres_per_job (GRES strings), features (the constraint), restart_cnt,
 //     hold, requeue, comment, node_count, priority (a uint32 no-val struct
 //     whose number is still int32 in all four: see clampPriority),
-//     submit_time, start_time, gres_detail, job_resources.nodes.allocation;
+//     submit_time, start_time, gres_detail, job_resources.nodes.allocation,
+//     array_job_id, array_task_id, array_max_tasks, het_job_id and
+//     het_job_offset (uint32 no-val structs), array_task_string;
 //   - node records: name, gres, gres_used, partitions, features, state;
 //   - job updates: priority, hold, constraints, minimum_nodes,
-//     maximum_nodes, tres_per_node, tres_per_job, begin_time;
+//     maximum_nodes, tres_per_node, tres_per_job, begin_time, array (a
+//     string: the number alone sets the array's limit);
 //   - DELETE job with signal and flags=FULL_JOB (the same flag list), ping,
-//     and the errors[] entries.
+//     and the errors[] entries. The path's job id is a string in all four,
+//     so a task of a job array is named ARRAY_TASK (slurmrestd 24.11
+//     accepts that name in DELETE; POST answers it with "Submit job update
+//     against Array Job's JobID instead of array task id", so updates name
+//     the record's own id, which changes that record alone).
 //
 // What differs between the versions, none of it read here:
 //

@@ -158,6 +158,24 @@ func lenientJob(raw []byte, reason error) rawJob {
 	}
 	r.User, r.Account, r.QOS = text("user_name"), text("account"), text("qos")
 	r.Name, r.Partition, r.Reason, r.Comment = text("name"), text("partition"), text("state_reason"), text("comment")
+	// Whether the record is part of a job array or a heterogeneous job
+	// decides how it may be named in a request (see bridge.Job.SlurmName),
+	// so those ids are read too.
+	number := func(key string) (int64, bool) {
+		v, _ := job[key].(map[string]any)
+		set, _ := v["set"].(bool)
+		n, ok := v["number"].(json.Number)
+		if !set || !ok {
+			return 0, false
+		}
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	r.ArrayJobID, _ = number("array_job_id")
+	r.ArrayTaskID, r.ArrayTaskSet = number("array_task_id")
+	r.ArrayTasks = text("array_task_string")
+	r.HetJobID, _ = number("het_job_id")
+	r.HetJobOffset, _ = number("het_job_offset")
 	switch s := job["job_state"].(type) {
 	case string:
 		r.States = []string{s}

@@ -22,7 +22,9 @@ import (
 // requeuer is an adapter whose API version can requeue a job; only
 // adapterV0045 is one (requeue_v0045.go).
 type requeuer interface {
-	requeue(ctx context.Context, job int64, hold bool) error
+	// requeue requeues the job slurmctld knows by name (a job id, or
+	// ARRAY_TASK for a task of a job array).
+	requeue(ctx context.Context, name string, hold bool) error
 }
 
 // Slurm error numbers (slurm/slurm_errno.h) that the requeue check reads
@@ -81,8 +83,12 @@ func (c *Client) requeue(ctx context.Context, job bridge.JobID, hold bool) error
 		if !ok {
 			return c.scontrolTimed(ctx, verb, job)
 		}
+		name := c.nameOf(job)
+		if name.wholeArray {
+			return errWholeArray
+		}
 		callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		err := r.requeue(callCtx, int64(job), hold)
+		err := r.requeue(callCtx, name.name, hold)
 		cancel()
 		c.forget(err)
 		var re *ReplyError
@@ -220,7 +226,10 @@ func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
 	found := false
 	for _, j := range snap.Jobs {
 		if j.State != bridge.JobPending || !j.Held || j.User == "" || (j.User == self && self != "root") ||
-			slices.Contains(j.StateFlags, "COMPLETING") {
+			slices.Contains(j.StateFlags, "COMPLETING") || j.ArrayJobID != 0 || j.HetJobID != 0 {
+			// Nor a record of a job array or a heterogeneous job: a
+			// requeue of its id would reach the array's or the job's
+			// other records, running ones included.
 			continue
 		}
 		if !found || (j.Reason == "JobHeldAdmin" && best.Reason != "JobHeldAdmin") {
@@ -265,7 +274,7 @@ func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, 
 		job = bridge.Job{ID: unusedJobID, User: "(none)"}
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	err := r.requeue(callCtx, int64(job.ID), false)
+	err := r.requeue(callCtx, job.ID.String(), false)
 	timedOut := callCtx.Err() != nil && ctx.Err() == nil
 	cancel()
 	c.forget(err)

@@ -97,6 +97,12 @@ func TestProbeJobChoice(t *testing.T) {
 		"running":     only(bridge.Job{ID: 5, User: "bo", State: bridge.JobRunning, Held: true}),
 		"completing":  only(bridge.Job{ID: 5, User: "bo", State: bridge.JobPending, Held: true, StateFlags: []string{"COMPLETING"}}),
 		"no username": only(bridge.Job{ID: 5, State: bridge.JobPending, Held: true}),
+		// A requeue of an array's own id, or of a heterogeneous job's,
+		// reaches its other records, running ones included.
+		"array's own record":  only(bridge.Job{ID: 5, User: "bo", State: bridge.JobPending, Held: true, ArrayJobID: 5, ArrayTasks: "0-7"}),
+		"array task":          only(bridge.Job{ID: 6, User: "bo", State: bridge.JobPending, Held: true, ArrayJobID: 5, ArrayTaskID: 3}),
+		"het job's leader":    only(bridge.Job{ID: 5, User: "bo", State: bridge.JobPending, Held: true, HetJobID: 5}),
+		"het job's component": only(bridge.Job{ID: 6, User: "bo", State: bridge.JobPending, Held: true, HetJobID: 5, HetJobOffset: 1}),
 	} {
 		if j, ok := probeJob(s, "gavel"); ok {
 			t.Errorf("%s: probe job %d chosen", name, j.ID)

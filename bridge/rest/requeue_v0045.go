@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	api "github.com/SlinkyProject/slurm-client/api/v0045"
 )
@@ -24,15 +23,16 @@ import (
 // relying on how an empty value is read.
 const requeueHoldValue = "true"
 
-// requeue asks slurmrestd to requeue job, and to hold it after the
+// requeue asks slurmrestd to requeue the job it knows by name (a job id,
+// or ARRAY_TASK for a task of a job array), and to hold it after the
 // requeue when hold is set.
-func (a *adapterV0045) requeue(ctx context.Context, job int64, hold bool) error {
+func (a *adapterV0045) requeue(ctx context.Context, name string, hold bool) error {
 	params := &api.SlurmV0045GetJobRequeueParams{}
 	if hold {
 		v := requeueHoldValue
 		params.Hold = &v
 	}
-	rsp, err := a.client.SlurmV0045GetJobRequeue(ctx, strconv.FormatInt(job, 10), params)
+	rsp, err := a.client.SlurmV0045GetJobRequeue(ctx, name, params)
 	if err != nil {
 		return err
 	}

@@ -589,6 +589,7 @@ func TestReconcileVerdicts(t *testing.T) {
 		{ID: 4, State: bridge.JobPending, Restarts: 2, Reason: "BeginTime"},
 		{ID: 5, State: bridge.JobCompleted},
 		{ID: 6, State: bridge.JobPending, Nodes: 2, GPUs: 4, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"},
+		{ID: 7, State: bridge.JobPending, ArrayJobID: 7, ArrayTasks: "2-7", ArrayLimit: 3},
 	}
 	snap, err := bridge.NewSnapshot(epoch, "", nil, jobs)
 	if err != nil {
@@ -619,6 +620,10 @@ func TestReconcileVerdicts(t *testing.T) {
 		{"shape shown", bridge.Action{Kind: bridge.ActSetShape, Job: 6, Nodes: 2, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"}, 0, 1, VerdictDone},
 		{"shape not shown", bridge.Action{Kind: bridge.ActSetShape, Job: 6, Nodes: 1, GPUs: 4, Constraints: "v100"}, 0, 1, VerdictResend},
 		{"shape of a running job", bridge.Action{Kind: bridge.ActSetShape, Job: 3, Nodes: 2, GPUsPerNode: 2, Constraints: "[k80*1&v100*1]"}, 1, 1, VerdictDone},
+		// A job array's limit: shown when Slurm shows the same number.
+		{"array limit shown", bridge.Action{Kind: bridge.ActSetArrayLimit, Job: 7, Tasks: 3}, 0, 1, VerdictDone},
+		{"array limit not shown", bridge.Action{Kind: bridge.ActSetArrayLimit, Job: 7, Tasks: 5}, 0, 1, VerdictResend},
+		{"array limit lifted, not shown", bridge.Action{Kind: bridge.ActSetArrayLimit, Job: 7, Tasks: 0}, 0, 1, VerdictResend},
 	}
 	// Each entry alone: entries of one job judge each other
 	// (TestReconcileResendsWhatFollowsAResend).

@@ -19,7 +19,7 @@ import (
 
 // nobody is the unprivileged user the tests submit as where a job's
 // owner acts on it.
-const nobody = "65534"
+const nobodyUID = "65534"
 
 // slurmRoot is the local Slurm's root directory, as its command wrapper
 // names it (each release has its own).
@@ -133,10 +133,10 @@ func TestOwnersChangesAfterSubmission(t *testing.T) {
 
 	t.Run("requeue=0 and the owner's release", func(t *testing.T) {
 		first := env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part, "--gres=gpu:4",
-			"--output=/dev/null", "--uid="+nobody, "--gid="+nobody, tag)
+			"--output=/dev/null", "--uid="+nobodyUID, "--gid="+nobodyUID, tag)
 		env.WaitState(t, first, "RUNNING", 30*time.Second)
 		env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part, "--gres=gpu:4",
-			"--output=/dev/null", "--uid="+nobody, "--gid="+nobody, tag)
+			"--output=/dev/null", "--uid="+nobodyUID, "--gid="+nobodyUID, tag)
 		p := newInProcess(t, restClient(t, env, env.URL, part), set)
 		// Its owner turns requeue off: never preempted while it stays off.
 		if out, err := asNobody(t, env, "scontrol", "update", "jobid="+itoa(first), "requeue=0"); err != nil {

@@ -106,6 +106,10 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 		return same || running, fmt.Sprintf("nodes %d, %d GPUs (%d per node), constraints %q", j.Nodes, j.GPUs, j.GPUsPerNode, j.Constraints)
 	case bridge.ActBeginNow:
 		return j.Reason != "BeginTime" || running, "reason " + j.Reason
+	case bridge.ActSetArrayLimit:
+		// Slurm shows the array's limit on every record of the array, the
+		// array's own (where it is set) included, running or not.
+		return j.ArrayLimit == a.Tasks, fmt.Sprintf("array limit %d", j.ArrayLimit)
 	case bridge.ActSignal:
 		// A delivered signal leaves no trace in Slurm's job record, so a
 		// crash right after sending one cannot tell whether it went out.

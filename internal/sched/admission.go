@@ -72,6 +72,8 @@ const (
 	ConstraintOperators
 	// NoNodeWithFeatures: no GPU node has the job's own features.
 	NoNodeWithFeatures
+	// HetJob: a component of a heterogeneous job.
+	HetJob
 )
 
 // Admission is the verdict on one job, with the words status shows.
@@ -98,6 +100,13 @@ func (c *Core) admit(j bridge.Job) Admission {
 		return no(NoTag, "%v", j.TagErr)
 	case j.TagErr != nil:
 		return no(BadTag, "%v", j.TagErr)
+	case j.HetJobID != 0:
+		// Slurm starts a heterogeneous job's components together, each
+		// on nodes of its own, and each is a record of its own: the
+		// rounds, which place one job on one GPU type, would hold one
+		// component while choosing another (and preempt others for a
+		// job that cannot start), leaving the GPUs idle.
+		return no(HetJob, "heterogeneous job (component %d of job %d): left to Slurm, which starts its components together; the daemon never holds, releases or preempts for it", j.HetJobOffset, j.HetJobID)
 	case j.GPUs <= 0:
 		return no(NoGPUs, "requests no GPUs")
 	case j.RequestedGPUType != "" && !c.typeManaged(j.RequestedGPUType):

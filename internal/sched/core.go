@@ -141,6 +141,16 @@ type jobState struct {
 	// single is a mixed=ok job's own GPU request (Nodes, GPUsPerNode or
 	// GPUs), kept to give it back when a mix ends (mixed.go).
 	single bridge.Action
+	// arrayOf is set on a job array's waiting task (a slot, keyed
+	// ARRAY_TASK): the array's record, which Slurm acts on for it
+	// (arrays.go).
+	arrayOf bridge.JobID
+	// arrayHead is set on a job array's record while it holds tasks not
+	// started; slots are the keys of those that compete, arrayWaiting
+	// how many wait in all and arrayRoom how many compete.
+	arrayHead               bool
+	slots                   []string
+	arrayWaiting, arrayRoom int
 }
 
 // Core is the pure scheduling state of the daemon. One goroutine drives
@@ -226,6 +236,10 @@ type Core struct {
 	// may): the shell has not proven that its requeues work. Every job
 	// not already being preempted is then treated as preempt=never.
 	preemptionOff string
+	// arrayLimits are the limits on tasks running at once that the job
+	// arrays the daemon manages had when it first saw them (their
+	// users'), by array id (arrays.go).
+	arrayLimits map[bridge.JobID]int
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -240,6 +254,10 @@ type State struct {
 	AllocationComputed time.Time          `json:"allocation_computed"`
 	// AllocationFallback says why Allocation is the stand-in's, when it is.
 	AllocationFallback string `json:"allocation_fallback,omitempty"`
+	// ArrayLimits are the managed job arrays' own limits on tasks running
+	// at once (0: none), by array id, put back when the daemon stops
+	// managing them.
+	ArrayLimits map[string]int `json:"array_limits,omitempty"`
 }
 
 // RestoreState hands the core the State saved by an earlier run; call it
@@ -247,6 +265,14 @@ type State struct {
 func (c *Core) RestoreState(s State) {
 	c.lastRound = s.LastRound
 	c.allocation, c.allocationComputed, c.fallback = s.Allocation, s.AllocationComputed, s.AllocationFallback
+	for a, u := range s.ArrayLimits {
+		if id, err := ParseJobID(a); err == nil {
+			if c.arrayLimits == nil {
+				c.arrayLimits = map[bridge.JobID]int{}
+			}
+			c.arrayLimits[id] = u
+		}
+	}
 	c.restored = &s
 }
 
@@ -456,6 +482,12 @@ func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
 	saved := c.mech.Save()
 	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation,
 		AllocationComputed: c.allocationComputed, AllocationFallback: c.fallback}
+	for a, u := range c.arrayLimits {
+		if res.State.ArrayLimits == nil {
+			res.State.ArrayLimits = map[string]int{}
+		}
+		res.State.ArrayLimits[a.String()] = u
+	}
 	res.View = c.view(snap, now, &res)
 	return res
 }

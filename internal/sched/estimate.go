@@ -83,6 +83,9 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 			continue
 		}
 		j, ok := jobByID(snap, id)
+		if !ok && js.arrayOf != 0 {
+			j, ok = snap.Job(js.arrayOf) // a job array's waiting task: its array's record
+		}
 		if !ok {
 			continue
 		}

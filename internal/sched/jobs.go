@@ -17,6 +17,9 @@ import (
 func (c *Core) Restore(records map[string]Record, round uint64) {
 	c.round = round
 	for id, r := range records {
+		if _, _, ok := parseSlotKey(id); ok {
+			continue // slots are never saved (records): not one of the daemon's
+		}
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
 			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
 		js.heldByDaemon = r.HeldByDaemon
@@ -47,10 +50,20 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 // that finished or left; it returns the ids to forget.
 func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 	seen := map[string]bool{}
+	var running map[bridge.JobID]int
 	for _, j := range snap.Jobs {
 		ok, _ := c.managed(j)
 		id := j.ID.String()
 		js := c.jobs[id]
+		if ok && j.HoldsArrayTasks() && j.State == bridge.JobPending {
+			// A job array's tasks not started: each one a job (arrays.go).
+			if running == nil {
+				running = arrayRunning(snap)
+			}
+			seen[id] = true
+			c.syncArray(j, js, running[j.ArrayJobID], now, seen)
+			continue
+		}
 		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
 			// Ended during its grace period: preempted, not finished; it
 			// stays tracked until its requeue lands (advance).
@@ -61,6 +74,7 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 			continue
 		}
 		seen[id] = true
+		c.noteArray(j)
 		c.syncJob(j, js, now)
 		c.noteSingleShape(j, c.jobs[id])
 	}
@@ -99,6 +113,11 @@ func (c *Core) keepsAdmission(js *jobState, j bridge.Job) bool {
 // and whether the mechanism schedules it.
 func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	id := j.ID.String()
+	if js != nil {
+		// The last task of an array takes over the array's record and
+		// id: from then on it is a job like any other.
+		js.arrayHead, js.slots = false, nil
+	}
 	if js != nil && j.State == bridge.JobPending && !j.Held {
 		// Whatever hold the daemon sent is gone; a later hold is
 		// someone else's.
@@ -123,7 +142,21 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	}
 	if js == nil {
 		js = c.track(id, now)
+		if j.IsArrayTask() {
+			if slot := c.jobs[slotKey(j.ArrayJobID, j.ArrayTaskID)]; slot != nil {
+				// A task just out of its array's record: it arrived with
+				// the array, as its slot did.
+				js.firstSeen = slot.firstSeen
+			}
+		}
 	}
+	c.schedule(j, js, now)
+}
+
+// schedule puts a job the daemon schedules in the mechanism, if it is not
+// there yet: its tag, scale and the site's rules on them, its rates. A
+// job array's slot takes them from the array's record j.
+func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	js.heldBy = ""
 	if j.State == bridge.JobPending && js.pre.phase == notPreempted {
 		if why := blockedBy(j, now); why != "" {
@@ -154,7 +187,7 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	js.noRequeue = false
 	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
-	if err := c.mech.AddJob(rounds.Job{ID: id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
+	if err := c.mech.AddJob(rounds.Job{ID: js.id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on
 		// a job the mechanism does not know.
 		js.reason = "not scheduled: " + err.Error()
@@ -175,6 +208,9 @@ func jobByID(snap *bridge.Snapshot, id string) (bridge.Job, bool) {
 // track starts tracking job id, first seen now.
 func (c *Core) track(id string, now time.Time) *jobState {
 	js := &jobState{id: id, firstSeen: now, received: map[string]float64{}}
+	if a, _, ok := parseSlotKey(id); ok {
+		js.arrayOf = a
+	}
 	c.jobs[id] = js
 	c.order = append(c.order, id)
 	return js
@@ -202,6 +238,14 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 			continue
 		}
 		c.unschedule(js, now)
+		if js.arrayOf != 0 {
+			// A waiting task of an array that started (it has a record
+			// of its own now), was cancelled, or no longer competes: a
+			// slot is the daemon's alone, with nothing in Slurm or the
+			// store to keep.
+			delete(c.jobs, id)
+			continue
+		}
 		_, shown := jobByID(snap, id)
 		if !shown && !js.absent {
 			// Missing from this answer without Slurm saying it ended: one
@@ -341,6 +385,11 @@ func (c *Core) records(now time.Time) []Record {
 	out := make([]Record, 0, len(c.order))
 	for _, id := range c.order {
 		js := c.jobs[id]
+		if js.arrayOf != 0 {
+			// A slot: nothing of it outlives a restart (it never ran,
+			// and its arrival is its array record's).
+			continue
+		}
 		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
 			Preempt: string(js.mode)}

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -93,7 +94,21 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 	for n, id := range c.order {
 		js := c.jobs[id]
 		j, ok := jobByID(snap, id)
-		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !js.heldByDaemon ||
+		holder := js // whose hold the daemon's is
+		switch {
+		case js.arrayOf != 0:
+			// A job array's waiting task: started through its array's
+			// record, when the daemon holds that.
+			j, ok = snap.Job(js.arrayOf)
+			holder = c.jobs[js.arrayOf.String()]
+			ok = ok && holder != nil && holder.arrayHead && j.HoldsArrayTasks()
+		case ok && j.ArrayJobID != 0:
+			// A task of an array on a record of its own: the array's
+			// limit, set at the round, may keep it from starting, and
+			// the GPU would stay idle. It waits for a round.
+			continue
+		}
+		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !holder.heldByDaemon ||
 			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() {
 			continue
 		}
@@ -118,11 +133,16 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		return cmp.Compare(a.arrival, b.arrival)
 	})
 	started := map[string]bool{}
+	arrays := map[bridge.JobID]*arrayStart{} // the arrays' waiting tasks started, by array record
 	var out []Action
 	for _, cand := range cands {
 		t := cand.gpuType
 		if started[cand.js.id] || room.total(t) == 0 {
 			continue
+		}
+		a := arrays[cand.job.ID]
+		if cand.js.arrayOf != 0 && a != nil && a.gpuType != t {
+			continue // an array's record takes one type at a time
 		}
 		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
@@ -131,9 +151,52 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
 			" (GPUs freed between rounds)"
 		cand.js.decision, cand.js.reason = rounds.Run.String(), why
+		if cand.js.arrayOf != 0 {
+			if a == nil {
+				a = &arrayStart{record: cand.job, gpuType: t, why: why}
+				arrays[cand.job.ID] = a
+			}
+			a.tasks++
+			continue
+		}
 		out = append(out, c.runActions(cand.job, t, why)...)
 	}
+	if len(arrays) > 0 {
+		running := arrayRunning(snap)
+		for _, id := range slices.Sorted(maps.Keys(arrays)) {
+			out = append(out, c.startArrayTasks(arrays[id], running[arrays[id].record.ArrayJobID])...)
+		}
+	}
 	return out
+}
+
+// arrayStart is the waiting tasks of one array record a refill starts.
+type arrayStart struct {
+	record  bridge.Job
+	gpuType string
+	tasks   int
+	why     string
+}
+
+// startArrayTasks lets Slurm start a.tasks more tasks of a held array
+// record beside the running ones: its limit first, then its release onto
+// the type, as a round does (arrays.go).
+func (c *Core) startArrayTasks(a *arrayStart, running int) []Action {
+	m := a.record
+	limit := running + a.tasks
+	if u := c.arrayLimits[m.ArrayJobID]; u > 0 {
+		limit = min(limit, u)
+	}
+	why := fmt.Sprintf("job array: %d of its waiting tasks start on %s, at most %d of its tasks at once; %s",
+		a.tasks, a.gpuType, limit, a.why)
+	if head := c.jobs[m.ID.String()]; head != nil {
+		head.decision, head.reason = rounds.Run.String(), why
+	}
+	var out []Action
+	if m.ArrayLimit != limit {
+		out = append(out, Action{Action: bridge.Action{Kind: bridge.ActSetArrayLimit, Job: m.ID, Tasks: limit}, Why: why, Restarts: m.Restarts})
+	}
+	return append(out, c.runActions(m, a.gpuType, why)...)
 }
 
 // freeRoom is the free GPUs of each usable node, by GPU type.
@@ -256,8 +319,27 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			reserve(t, j)
 		}
 	}
+	hets := map[bridge.JobID][]bridge.Job{}
 	for _, j := range snap.Jobs {
-		if _, ok := starting[j.ID]; ok || !slurmWillStart(j, snap.Taken) {
+		if j.HetJobID != 0 && j.Active() {
+			hets[j.HetJobID] = append(hets[j.HetJobID], j)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(hets)) {
+		c.claimHetJob(r, hets[id], snap.Taken)
+	}
+	var running map[bridge.JobID]int
+	for _, j := range snap.Jobs {
+		if _, ok := starting[j.ID]; ok || !slurmWillStart(j, snap.Taken) || j.HetJobID != 0 {
+			continue
+		}
+		if j.HoldsArrayTasks() {
+			// A job array's record starts as many of its tasks as fit,
+			// within its limit, each of them a job of j's request.
+			if running == nil {
+				running = arrayRunning(snap)
+			}
+			c.claimArray(r, j, startableTasks(j, running))
 			continue
 		}
 		chosen := j.Priority >= RunPriority
@@ -293,6 +375,88 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 		}
 	}
 	return r
+}
+
+// claimHetJob takes the room of a heterogeneous job that Slurm may start
+// now, all of its components or none: Slurm starts them together, so a
+// component that fits while another does not takes nothing (counting its
+// room as taken would leave GPUs idle that no job can use).
+func (c *Core) claimHetJob(r *freeRoom, parts []bridge.Job, at time.Time) {
+	for _, j := range parts {
+		j.GPUs = max(j.GPUs, 1) // a component without GPUs starts with the others
+		if !slurmWillStart(j, at) {
+			return // held, or waiting for something else: none starts
+		}
+	}
+	saved := r.save()
+	for _, j := range parts {
+		if j.GPUs <= 0 {
+			continue
+		}
+		fits := false
+		if t := c.requestedType(j); t != "" {
+			fits = c.claim(r, t, j)
+		} else {
+			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
+				if fits = c.claim(r, typ, j); fits {
+					break
+				}
+			}
+		}
+		if !fits {
+			r.restore(saved)
+			return
+		}
+	}
+}
+
+// claimArray takes the room of up to n tasks of array record j, each as
+// the job j would be: on its type, or for untyped tasks on any type where
+// one fits. Released by a round (at the run priority), its type stays
+// free for nothing else while one of its tasks does not fit, as for any
+// job a round chose.
+func (c *Core) claimArray(r *freeRoom, j bridge.Job, n int) {
+	t := c.requestedType(j)
+	for range n {
+		switch {
+		case t != "" && j.Priority >= RunPriority:
+			if !c.claim(r, t, j) {
+				r.clear(t)
+				return
+			}
+		case t != "":
+			if !c.claim(r, t, j) {
+				return
+			}
+		default:
+			fits := false
+			for _, typ := range slices.Sorted(maps.Keys(r.nodes)) {
+				if fits = c.claim(r, typ, j); fits {
+					break
+				}
+			}
+			if !fits {
+				return
+			}
+		}
+	}
+}
+
+// save and restore keep and put back the free GPUs of every node.
+func (r *freeRoom) save() map[*freeNode]int {
+	out := map[*freeNode]int{}
+	for _, nodes := range r.nodes {
+		for _, n := range nodes {
+			out[n] = n.free
+		}
+	}
+	return out
+}
+
+func (r *freeRoom) restore(saved map[*freeNode]int) {
+	for n, free := range saved {
+		n.free = free
+	}
 }
 
 // requestedType is the GPU type job j asks for: its typed request, or the

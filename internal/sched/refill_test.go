@@ -82,6 +82,16 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 	}
 	mix := chosen(2, "[k80*1&v100*1]", "Resources")
 	mix.Nodes, mix.GPUsPerNode = 2, 1
+	// het is a heterogeneous job's components 9 and 10 waiting for
+	// resources, with the GPUs each asks for; Slurm starts them together.
+	het := func(gpus9 int, type9 string, gpus10 int, type10 string, reason10 string) []bridge.Job {
+		a, b := unmanaged("Resources"), unmanaged(reason10)
+		b.ID = 10
+		a.GPUs, a.RequestedGPUType, a.HetJobID = gpus9, type9, 9
+		b.GPUs, b.RequestedGPUType, b.HetJobID, b.HetJobOffset = gpus10, type10, 9, 1
+		b.Held = strings.HasPrefix(reason10, "JobHeld")
+		return []bridge.Job{a, b}
+	}
 	const started = "set-constraints:v100,release,set-priority"
 	on := 30 * time.Second
 	tests := map[string]struct {
@@ -99,6 +109,16 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 		"a job the round chose has not started": {poll: on, extra: []bridge.Job{chosen(1, "v100", "BeginTime")}, want: ""},
 		"a chosen job waits for more GPUs":      {poll: on, extra: []bridge.Job{chosen(2, "v100", "Resources")}, want: ""},
 		"a chosen mix waits for its other part": {poll: on, extra: []bridge.Job{mix}, want: ""},
+		// A heterogeneous job takes the room of all its components or
+		// none: one that cannot start keeps no GPU idle.
+		"a het job's components all fit":         {poll: on, extra: het(1, "", 0, "", "Resources"), want: ""},
+		"a het job's other component cannot fit": {poll: on, extra: het(1, "", 1, "k80", "Resources"), want: started},
+		"a het job's other component is held":    {poll: on, extra: het(1, "", 0, "", "JobHeldUser"), want: started},
+		// A job array's record a round released starts tasks within its
+		// limit, each where one fits.
+		"a released array starts its tasks": {poll: on, extra: releasedArray(2, nil), want: ""},
+		"a released array at its limit": {poll: on, want: started,
+			extra: releasedArray(1, []bridge.Job{arrayTask(10, 9, 0, 1, "b1", "k80")})},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -119,6 +139,58 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 				t.Errorf("job 2: %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// releasedArray is job array 9's record as a round left it: released at
+// the run priority onto v100 with limit, three tasks waiting, then tasks
+// (running ones of the array).
+func releasedArray(limit int, tasks []bridge.Job) []bridge.Job {
+	j := arrayRecord(9, "1-3", limit, tag)
+	j.Constraints, j.Priority, j.Reason = "v100", RunPriority, "JobArrayTaskLimit"
+	return append([]bridge.Job{j}, tasks...)
+}
+
+// A job array's tasks are not refilled: the array's limit, set at the
+// round, may keep a task from starting, and its GPU would stay idle. The
+// freed GPU goes to the next job that can take it.
+func TestRefillLeavesArrayTasksToTheRounds(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	task := pending(2, tag)
+	task.ArrayJobID, task.ArrayTaskID = 20, 4 // requeued earlier: a record of its own
+	first := c.Step(snapshot(t, epoch, nodes, pending(1, tag), task, pending(3, tag)), epoch, c.Solve)
+	if got := actionsOf(first.Actions, 2) + "|" + actionsOf(first.Actions, 3); got != "hold|hold" {
+		t.Fatalf("round: jobs 2 and 3 %q, want both held", got)
+	}
+	task.Held, task.Reason = true, "JobHeldAdmin"
+	now := epoch.Add(time.Minute)
+	out := c.Graces(snapshot(t, now, nodes, done(running(1, tag, "a1", "v100", 0)), task, held(3, tag)), now)
+	if got := actionsOf(out, 2) + "|" + actionsOf(out, 3); got != "|set-constraints:v100,release,set-priority" {
+		t.Errorf("after job 1 ended: jobs 2 and 3 %q, want the array's task left to the next round and job 3 started", got)
+	}
+}
+
+// A job array's record the round held (its tasks had no room) starts as
+// many waiting tasks as freed GPUs fit, as held jobs do: its limit is
+// raised by that many before its release, so Slurm starts no more.
+func TestRefillStartsAnArraysWaitingTasks(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
+	one, two := running(1, tag, "a1", "v100", 0), running(2, tag, "a1", "v100", 0)
+	first := c.Step(snapshot(t, epoch, nodes, one, two, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
+	if got := actionsOf(first.Actions, 130); got != "hold" {
+		t.Fatalf("round: array %q, want it held", got)
+	}
+	rec := arrayRecord(130, "0-3", 0, tag)
+	rec.Held, rec.Reason = true, "JobHeldAdmin"
+	now := epoch.Add(time.Minute)
+	out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), two, rec), now)
+	if got := actionsOf(out, 130); got != "set-array-limit:1,set-constraints:v100,release,set-priority" {
+		t.Errorf("after job 1 ended: array %q, want one task let start", got)
+	}
+	if js := c.jobs["130"]; js.decision != "run" || !strings.Contains(js.reason, "job array: 1 of its waiting tasks start on v100") {
+		t.Errorf("array: decision %q, reason %q", js.decision, js.reason)
 	}
 }
 

@@ -41,6 +41,11 @@ func blockedBy(j bridge.Job, at time.Time) string {
 	if ownBeginTime(j, at) {
 		return "begin time " + j.EligibleTime.Format(time.RFC3339) + " set by its owner"
 	}
+	if j.Reason == "JobArrayTaskLimit" && j.HoldsArrayTasks() {
+		// The array's limit on tasks at once, which the daemon sets
+		// itself each round and counts in its tasks' places (arrays.go).
+		return ""
+	}
 	if j.Held || startableReason(j.Reason) || j.Reason == "BeginTime" || j.Reason == "Dependency" {
 		// A hold's reason hides any other; BeginTime and Dependency were
 		// judged above from the fields themselves (a begin time in the

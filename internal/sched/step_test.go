@@ -66,6 +66,8 @@ func actionsOf(actions []Action, id bridge.JobID) string {
 			out = append(out, string(a.Kind)+":"+a.Constraints)
 		case bridge.ActSignal:
 			out = append(out, string(a.Kind)+":"+a.Signal)
+		case bridge.ActSetArrayLimit:
+			out = append(out, fmt.Sprintf("%s:%d", a.Kind, a.Tasks))
 		default:
 			out = append(out, string(a.Kind))
 		}
@@ -89,6 +91,8 @@ func TestAdmission(t *testing.T) {
 		"typed, scheduled type": {job: func() bridge.Job { j := pending(1, tag); j.RequestedGPUType = "k80"; return j }(), want: Admitted},
 		"own features":          {job: func() bridge.Job { j := pending(1, tag); j.Constraints = "ib&v100"; return j }(), want: Admitted},
 		"OR constraint":         {job: func() bridge.Job { j := pending(1, tag); j.Constraints = "ib|eth"; return j }(), want: ConstraintOperators},
+		"het job component":     {job: func() bridge.Job { j := pending(1, tag); j.HetJobID, j.HetJobOffset = 1, 0; return j }(), want: HetJob},
+		"untagged het job":      {job: func() bridge.Job { j := pending(1, "no tag"); j.HetJobID = 1; return j }(), want: NoTag},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

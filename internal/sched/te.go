@@ -120,7 +120,10 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 	var out []Action
 	for _, j := range snap.Jobs {
 		id := j.ID.String()
-		if j.State != bridge.JobPending || c.teWaiting(id) || c.teTried[id] || c.classOf(j) != bridge.ClassTrialAndError {
+		if j.State != bridge.JobPending || c.teWaiting(id) || c.teTried[id] || c.classOf(j) != bridge.ClassTrialAndError ||
+			j.ArrayJobID != 0 {
+			// A job array's tasks are placed by the rounds: the array's
+			// limit, set at a round, decides how many of them may start.
 			continue
 		}
 		if ok, _ := c.eligible(j); !ok {

@@ -22,9 +22,22 @@ import (
 func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time) ([]Action, int) {
 	var out []Action
 	preemptions := 0
+	tallies := map[bridge.JobID]*arrayTally{}
 	for i := range plan.Decisions {
 		d := &plan.Decisions[i]
 		js := c.jobs[d.Job]
+		if js != nil && js.arrayOf != 0 {
+			// A job array's waiting task: counted here, acted on through
+			// the array's record below.
+			js.decision, js.reason = d.Action.String(), describe(d)
+			t := tallies[js.arrayOf]
+			if t == nil {
+				t = &arrayTally{}
+				tallies[js.arrayOf] = t
+			}
+			t.tallySlot(d)
+			continue
+		}
 		jid, err := ParseJobID(d.Job)
 		if js == nil || err != nil {
 			continue
@@ -87,6 +100,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			}
 		}
 	}
+	out = append(out, c.arrayActions(snap, plan, tallies)...)
 	return out, preemptions
 }
 

@@ -30,7 +30,12 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 	if gpus == 0 {
 		return "no usable GPU node in the managed partitions", "no_nodes"
 	}
-	known := len(c.jobs)
+	known := 0
+	for id := range c.jobs {
+		if _, err := ParseJobID(id); err == nil {
+			known++ // a job array's waiting tasks (slots) are not Slurm's records
+		}
+	}
 	gone := c.missingFrom(snap)
 	missing := len(gone)
 	if missing >= vanishMinimum && float64(missing) > vanishFraction*float64(known) {

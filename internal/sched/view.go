@@ -205,6 +205,41 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				jv.StepsDone = done
 			}
 			c.summarize(summary, j, s, jv.Allocation)
+		case s.arrayHead:
+			// A job array's tasks not started: each one a job to the
+			// rounds (arrays.go); the line sums them up.
+			res.Managed += len(s.slots)
+			jv.Managed, jv.Model, jv.Decision, jv.Reason = true, s.model, s.decision, s.reason
+			if jv.Reason == "" {
+				jv.Reason = "arrived since the last round: the next round schedules it"
+			}
+			jv.SinceArrival = now.Sub(s.firstSeen)
+			for _, key := range s.slots {
+				slot := c.jobs[key]
+				if slot == nil {
+					continue
+				}
+				for t, f := range alloc[key] {
+					if jv.Allocation == nil {
+						jv.Allocation = map[string]float64{}
+					}
+					jv.Allocation[t] += f
+					if ts := summary[t]; ts != nil {
+						ts.AllocatedGPUs += f * float64(slot.scale)
+					}
+				}
+				if jv.Throughputs == nil && len(slot.throughputs) > 0 {
+					jv.ThroughputSource = slot.source
+					jv.Throughputs = make(map[string]Rate, len(slot.throughputs))
+					for t, v := range slot.throughputs {
+						r := slot.perType[t]
+						r.StepsPerSecond = v
+						jv.Throughputs[t] = r
+					}
+					jv.Preempt = string(c.modeOf(slot))
+				}
+			}
+			jv.StepsDone, jv.StepsTotal = -1, s.tag.Steps
 		default:
 			// Tracked but out of the rounds: a job that ended in its grace
 			// period and waits for its requeue (after a restart, before
