@@ -104,7 +104,7 @@ start=$COLLECTOR_LISTEN
 [ "$start" != "$LISTEN" ] || start=${LISTEN%:*}:$((${LISTEN##*:} + 1))
 addr=$(free_addr "$start") || { echo "demo: FAILED: no free port near $start (set DEMO_COLLECTOR_LISTEN)" >&2; exit 1; }
 [ "$addr" = "$LISTEN" ] && addr=$(free_addr "${LISTEN%:*}:$((${LISTEN##*:} + 1))")
-[ "$addr" = "$COLLECTOR_LISTEN" ] || echo "demo: $COLLECTOR_LISTEN is taken; collectors report to $addr instead"
+[ "$addr" = "$COLLECTOR_LISTEN" ] || echo "demo: $COLLECTOR_LISTEN is taken (or is the API's port now); collectors report to $addr instead"
 COLLECTOR_LISTEN=$addr
 rm -rf "$DEMO_DIR/state"
 # The collectors' shared secret, readable by its owner only.
