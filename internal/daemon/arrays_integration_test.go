@@ -80,8 +80,7 @@ func TestJobArrayRunsOnlyItsShare(t *testing.T) {
 	const share = 2 // 4 GPUs, two users
 	var (
 		most, finished    int
-		idleSince         time.Time
-		longestIdle       time.Duration
+		idle              idleWatch
 		started           time.Time
 		limits            = map[int]bool{}
 		releasedUnlimited bool
@@ -115,27 +114,18 @@ func TestJobArrayRunsOnlyItsShare(t *testing.T) {
 				waiting = true
 			}
 		}
-		for _, n := range snap.Nodes {
-			busy += n.GPUsUsed
-		}
+		busy = busyGPUs(snap)
 		most = max(most, running)
 		if running > 0 && started.IsZero() {
 			started = time.Now()
 		}
 		// Every GPU busy while a job waits, once the first round's jobs
 		// had a moment to start.
-		if !started.IsZero() && time.Since(started) > 3*time.Second && waiting && busy < 4 {
-			if idleSince.IsZero() {
-				idleSince = time.Now()
-			}
-			longestIdle = max(longestIdle, time.Since(idleSince))
-		} else {
-			idleSince = time.Time{}
-		}
+		idle.look(!started.IsZero() && time.Since(started) > 3*time.Second && waiting && busy < 4)
 		return finished == 8
 	})
 	t.Logf("array %d: at most %d tasks at once, %d of 8 finished, limits set %v; GPUs idle at most %.1f s while a job waited",
-		array, most, finished, limits, longestIdle.Seconds())
+		array, most, finished, limits, idle.longest.Seconds())
 	if most > share {
 		t.Errorf("the array ran %d tasks at once; its user's share is %d GPUs", most, share)
 	}
@@ -145,8 +135,8 @@ func TestJobArrayRunsOnlyItsShare(t *testing.T) {
 	if releasedUnlimited {
 		t.Error("the array's record was released without a limit: Slurm could start every task")
 	}
-	if longestIdle > 6*time.Second {
-		t.Errorf("GPUs stayed idle %.1f s while a job waited", longestIdle.Seconds())
+	if idle.longest > 6*time.Second {
+		t.Errorf("GPUs stayed idle %.1f s while a job waited", idle.longest.Seconds())
 	}
 	for _, id := range others {
 		if j := env.Job(t, id); !j.HasState("RUNNING") || j.RestartCount != 0 {

@@ -269,3 +269,32 @@ func postJSON(env *slurmtest.Env, path string, body, out any) error {
 	}
 	return json.Unmarshal(reply, out)
 }
+
+// idleWatch measures the longest stretch of looks in a row that saw GPUs
+// idle while a job waited.
+type idleWatch struct {
+	since   time.Time
+	longest time.Duration
+}
+
+// look records one look: idle says whether GPUs sat idle while a job
+// waited.
+func (w *idleWatch) look(idle bool) {
+	if !idle {
+		w.since = time.Time{}
+		return
+	}
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
+	w.longest = max(w.longest, time.Since(w.since))
+}
+
+// busyGPUs is the GPUs in use on snap's nodes.
+func busyGPUs(snap *bridge.Snapshot) int {
+	busy := 0
+	for _, n := range snap.Nodes {
+		busy += n.GPUsUsed
+	}
+	return busy
+}
