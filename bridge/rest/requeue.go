@@ -225,14 +225,18 @@ func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
 	var best bridge.Job
 	found := false
 	for _, j := range snap.Jobs {
-		if j.State != bridge.JobPending || !j.Held || j.User == "" || (j.User == self && self != "root") ||
-			slices.Contains(j.StateFlags, "COMPLETING") || j.ArrayJobID != 0 || j.HetJobID != 0 {
-			// Nor a record of a job array or a heterogeneous job: a
-			// requeue of its id would reach the array's or the job's
-			// other records, running ones included.
+		if j.State != bridge.JobPending || !j.Held || j.Reason != "JobHeldAdmin" || j.User == "" ||
+			(j.User == self && self != "root") || slices.Contains(j.StateFlags, "COMPLETING") ||
+			j.ArrayJobID != 0 || j.HetJobID != 0 {
+			// Only an administrator's hold (the daemon's own holds are):
+			// its owner could release any other between the snapshot and
+			// the probe, and Slurm start the job, which the probe would
+			// then requeue. Nor a record of a job array or a
+			// heterogeneous job: a requeue of its id would reach the
+			// array's or the job's other records, running ones included.
 			continue
 		}
-		if !found || (j.Reason == "JobHeldAdmin" && best.Reason != "JobHeldAdmin") {
+		if !found {
 			best, found = j, true
 		}
 	}

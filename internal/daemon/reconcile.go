@@ -45,6 +45,8 @@ func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
 	// longer describes (a resent requeue makes a running job pending and
 	// held), so they are resent after it, as they were first sent.
 	resending := map[bridge.JobID]bool{}
+	// previous is each job's action journaled just before, in this pass.
+	previous := map[bridge.JobID]bridge.ActionKind{}
 	for _, e := range pending {
 		r := Reconciliation{Entry: e}
 		if err := json.Unmarshal(e.Payload, &r.Action); err != nil || r.Action.Job == 0 {
@@ -56,6 +58,16 @@ func Reconcile(pending []store.Entry, snap *bridge.Snapshot) []Reconciliation {
 		if resending[r.Action.Job] && r.Action.Kind != bridge.ActSignal {
 			visible, why = false, "follows an action of the job that is resent"
 		}
+		if r.Action.Kind == bridge.ActHold && previous[r.Action.Job] == bridge.ActRequeueHold && visible &&
+			!heldByAdmin(r.Action.Job, snap) {
+			// The requeue-hold leaves a hold of its own, which its owner
+			// may release; unless Slurm shows an administrator's hold,
+			// the daemon's is sent again (holding a held job is
+			// harmless; after a requeue-hold Slurm may keep its reason,
+			// "job_requeued_in_held_state", under the new hold).
+			visible, why = false, "the hold after a requeue-hold cannot be told from the requeue-hold's own"
+		}
+		previous[r.Action.Job] = r.Action.Kind
 		switch {
 		case visible:
 			r.Verdict, r.Why = VerdictDone, why
@@ -119,4 +131,10 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 		return true, "not resent: the grace period runs from the journaled signal"
 	}
 	return false, "unknown action kind " + string(a.Kind)
+}
+
+// heldByAdmin reports whether snap shows job held by an administrator.
+func heldByAdmin(job bridge.JobID, snap *bridge.Snapshot) bool {
+	j, ok := snap.Job(job)
+	return ok && j.Held && j.Reason == "JobHeldAdmin"
 }

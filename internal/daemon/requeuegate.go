@@ -35,9 +35,10 @@ type requeueGate struct {
 	checker bridge.RequeueChecker
 	proven  bool
 	failing bool
-	// reason says why preemption is off ("" while proven).
-	reason    string
-	checkedAt time.Time
+	// reason says why preemption is off ("" while proven); lastFailure
+	// is the last failed check's or requeue's, kept while failing.
+	reason, lastFailure string
+	checkedAt           time.Time
 	// waiting are the signalled jobs whose last requeue failed.
 	waiting map[bridge.JobID]api.RequeueWaiting
 }
@@ -81,14 +82,18 @@ func (g *requeueGate) check(ctx context.Context, snap *bridge.Snapshot, now time
 	switch {
 	case err == nil:
 		g.proven, g.failing, g.reason = true, false, ""
+	case errors.Is(err, bridge.ErrNoRequeueProbe) && g.failing:
+		// Inconclusive after a failure: nothing has worked since, so
+		// the failure stands (and /healthz keeps saying so).
+		g.reason = fmt.Sprintf("%s; not proven since: %v", g.lastFailure, err)
 	case errors.Is(err, bridge.ErrNoRequeueProbe):
 		// Nothing failed; the rights are simply not tested yet. The
 		// first round's holds usually give the next check its job.
-		g.failing = false
 		g.reason = fmt.Sprintf("the requeue path (%s) is not proven yet: %v", path, err)
 	default:
 		g.failing = true
 		g.reason = fmt.Sprintf("requeues cannot be sent (%s): %v", path, err)
+		g.lastFailure = g.reason
 	}
 	return g.state() != before
 }
@@ -112,6 +117,7 @@ func (g *requeueGate) settled(job bridge.JobID, err error, now time.Time) (chang
 	g.waiting[job] = w
 	g.proven, g.failing = false, true
 	g.reason = fmt.Sprintf("a requeue failed (%s): job %s: %v", g.checker.RequeuePath(), job, err)
+	g.lastFailure = g.reason
 	return g.state() != before
 }
 

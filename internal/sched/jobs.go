@@ -159,7 +159,7 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	js.heldBy = ""
 	if j.State == bridge.JobPending && js.pre.phase == notPreempted {
-		if why := blockedBy(j, now); why != "" {
+		if why := blockedBy(j, now); why != "" && !c.placedWhereItCannotStart(j, why) {
 			// Slurm would not start it: out of the allocation, left as
 			// Slurm has it, until that clears (startable.go).
 			js.decision, js.reason = "", "waits for Slurm: "+why

@@ -325,7 +325,22 @@ type undoEntry struct {
 // hold of the daemon's.
 func (c *Core) NotApplied(actions []Action) {
 	settled := map[bridge.JobID]bool{}
+	missedRequeue := map[bridge.JobID]bool{}
 	for _, a := range actions {
+		if a.Kind == bridge.ActRequeueHold {
+			missedRequeue[a.Job] = true
+		}
+	}
+	for _, a := range actions {
+		if js := c.jobs[a.Job.String()]; a.Kind == bridge.ActHold && !settled[a.Job] && js != nil &&
+			js.pre.phase == requeued && js.pre.sentRound == c.round && !missedRequeue[a.Job] {
+			// The hold that follows a requeue-hold that landed: the
+			// requeue-hold's own hold keeps the job, and it is the
+			// daemon's (the next round or reconciliation holds it again).
+			settled[a.Job] = true
+			js.heldByDaemon = true
+			continue
+		}
 		if a.Kind == bridge.ActSignal {
 			// No warning went out: the grace period it would have started
 			// is taken back, so the job is not requeued without one; the

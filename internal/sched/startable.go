@@ -80,3 +80,13 @@ func ownBeginTime(j bridge.Job, at time.Time) bool {
 	}
 	return j.Restarts == 0 || j.EligibleTime.Sub(at) > requeueDelayWindow
 }
+
+// placedWhereItCannotStart reports a job that Slurm cannot start only
+// because of the nodes the daemon's own constraint leaves it (the GPU
+// type it chose has drained or gone down since): it stays scheduled, so
+// that the round may place it on another type.
+func (c *Core) placedWhereItCannotStart(j bridge.Job, why string) bool {
+	nodeReason := strings.HasPrefix(why, "ReqNodeNotAvail") || strings.HasPrefix(why, "Nodes_required_for_job") ||
+		why == "BadConstraints"
+	return nodeReason && j.RequestedGPUType == "" && ConstraintType(j.Constraints, c.isGPUType) != ""
+}
