@@ -394,12 +394,18 @@ func asUser(t *testing.T, command, user string) string {
 	return path
 }
 
-// heldJobOfAnotherUser submits a held job owned by nobody and returns the
-// snapshot that shows it.
+// heldJobOfAnotherUser submits a job owned by nobody, held by an
+// administrator (as the daemon holds jobs; the check asks only about
+// those), and returns the snapshot that shows it.
 func heldJobOfAnotherUser(t *testing.T, c *Client, args ...string) (bridge.JobID, *bridge.Snapshot) {
 	t.Helper()
 	id := submit(t, append([]string{"--uid=" + otherUID, "--gid=" + otherUID, "--hold"}, args...)...)
-	waitJob(t, c, id, "pending and held", func(j bridge.Job) bool { return j.State == bridge.JobPending && j.Held })
+	if out, err := exec.Command(os.Getenv("SCONTROL"), "hold", id.String()).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol hold %s: %v: %s", id, err, out)
+	}
+	waitJob(t, c, id, "pending and held by an administrator", func(j bridge.Job) bool {
+		return j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin"
+	})
 	snap, err := c.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
