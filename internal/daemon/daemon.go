@@ -358,7 +358,10 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
 		return
 	}
-	d.checkRequeuePath(ctx, snap)
+	// The requeue path is checked at rounds only: the looks between
+	// rounds come every few seconds, and a path not proven yet would cost
+	// one scontrol run or REST call each. What a requeue sent since tells
+	// the core at once (requeueSettled).
 	actions := d.Core.Graces(snap, d.Clock.Now())
 	if len(actions) == 0 {
 		return

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
-	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
@@ -44,11 +43,6 @@ func asNobody(t *testing.T, env *slurmtest.Env, args ...string) (string, error) 
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF=/etc/slurm/slurm.conf"}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-func statusOf(t *testing.T, st api.Status, id int) api.JobStatus {
-	t.Helper()
-	return findJob(t, st, id)
 }
 
 // Jobs Slurm cannot start (a dependency not met, a begin time their owner
@@ -94,7 +88,7 @@ func TestJobsSlurmCannotStartLeaveNoGPUIdle(t *testing.T) {
 		if !j.HasState("PENDING") {
 			t.Errorf("job %d is %v, want pending", id, j.State)
 		}
-		if js := statusOf(t, st, id); !strings.Contains(js.Reason, "waits for Slurm") {
+		if js := findJob(t, st, id); !strings.Contains(js.Reason, "waits for Slurm") {
 			t.Errorf("job %d: status reason %q, want it to say it waits for Slurm", id, js.Reason)
 		}
 	}
@@ -125,7 +119,7 @@ func TestOwnersChangesAfterSubmission(t *testing.T) {
 		p.d.RunRound(context.Background())
 		env.Scontrol(t, "update", "jobid="+itoa(waiting), "TresPerNode=gres/gpu:2")
 		p.d.RunRound(context.Background())
-		if got := statusOf(t, p.board.Status(), waiting).GPUs; got != 2 {
+		if got := findJob(t, p.board.Status(), waiting).GPUs; got != 2 {
 			t.Errorf("after TresPerNode=gres/gpu:2 status counts %d GPUs for job %d, want 2", got, waiting)
 		}
 		env.CancelAll(t)
@@ -146,7 +140,7 @@ func TestOwnersChangesAfterSubmission(t *testing.T) {
 		if sig := signalsSent(p); sig[first] > 0 {
 			t.Fatalf("job %d, made unrequeueable by its owner, was signalled", first)
 		}
-		if pre := statusOf(t, p.board.Status(), first).Preempt; pre != "never" {
+		if pre := findJob(t, p.board.Status(), first).Preempt; pre != "never" {
 			t.Errorf("job %d shows preempt=%s, want never", first, pre)
 		}
 		// Back on: preempted for the other job, requeued, held by the

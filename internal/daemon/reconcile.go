@@ -88,7 +88,7 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 	if !ok {
 		return true, "job no longer in Slurm"
 	}
-	if a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold {
+	if isRequeue(a.Kind) {
 		// A job that ended during its grace period is requeued too: only
 		// a pending job or a higher restart count shows the requeue.
 		return j.Restarts > a.Restarts || j.State == bridge.JobPending || j.State == bridge.JobCancelled,

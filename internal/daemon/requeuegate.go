@@ -21,8 +21,8 @@ import (
 // again:
 //
 //   - unproven: at start, after a reload and at a standby's takeover (each
-//     builds a new daemon). The path is checked every round, and at each
-//     look between rounds, until it is proven.
+//     builds a new daemon). The path is checked every round until it is
+//     proven.
 //   - proven: the last check, or the last requeue, succeeded.
 //   - failing: a check or a requeue failed. Jobs already signalled are
 //     still requeued (retried each round while Slurm keeps their record);
