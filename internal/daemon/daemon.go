@@ -71,6 +71,10 @@ type Daemon struct {
 	gate *requeueGate
 	// lastSkipped is why the last round sent nothing, for /healthz.
 	lastSkipped string
+	// replay is what the journal's pending entries would have done at
+	// start, committed once reconciliation tells what became of each;
+	// until then the daemon does not look between rounds.
+	replay *sched.Proposal
 }
 
 // journalRetention is how long finished journal entries are kept for
@@ -124,8 +128,8 @@ func New(deps Deps) (*Daemon, error) {
 		// it is skipped (and pruned once old), the rest replayed.
 		deps.Log.Error().Str("entry", c.String()).Msg("journal entry cannot be read; skipped")
 	}
-	deps.Core.RestoreJournal(journalEntries(entries), restored)
-	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm)}
+	replay := deps.Core.RestoreJournal(journalEntries(entries), restored)
+	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm), replay: replay}
 	deps.Core.SetPreemptionOff(d.gate.offReason())
 	if deps.DryRun {
 		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
@@ -208,17 +212,15 @@ type RoundReport struct {
 func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	start := d.Clock.Now()
 	var rep RoundReport
-	snap, snapErr := d.read(ctx, &rep)
+	snap, vanished, snapErr := d.read(ctx, &rep)
 	if snapErr == nil {
 		if taken, dropped := d.feed(snap); taken+dropped > 0 {
 			d.Log.Info().Int("taken", taken).Int("dropped", dropped).Msg("collector measurements")
 		}
 		d.checkRequeuePath(ctx, snap)
 	}
-	res, solve := d.step(snap, snapErr, start, &rep)
-	if res.Skipped == "" {
-		d.write(ctx, snap, start, &res, &rep)
-	}
+	p, solve := d.step(snap, vanished, snapErr, start, &rep)
+	res := d.write(ctx, p, &rep)
 	if res.Skipped != "" {
 		d.failedSnapshots++
 		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
@@ -243,31 +245,36 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 // read takes the round's view of Slurm: a snapshot, the journal's
 // leftovers reconciled against it (and a fresh snapshot when that resent
 // anything, so the step plans on what the resends changed), and a second
-// read when many managed jobs vanished at once.
-func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, error) {
+// read when many managed jobs vanished at once (returned with the jobs
+// that vanished from the first).
+func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, []string, error) {
 	start := d.Clock.Now()
 	snap, err := d.Slurm.Snapshot(ctx)
 	rep.Snapshot = d.Clock.Now().Sub(start)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var resent int
-	rep.Reconciled, resent = d.reconcile(ctx, snap)
+	rep.Reconciled, resent, err = d.reconcile(ctx, snap)
+	if err != nil {
+		return nil, nil, err
+	}
 	if resent > 0 {
 		if snap, err = d.Slurm.Snapshot(ctx); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if _, cause := d.Core.Check(snap); cause == "jobs_vanished" {
+	if trust := d.Core.Check(snap); trust.Cause == "jobs_vanished" {
 		// The same jobs missing twice are taken as gone (Core.Check).
 		d.Log.Warn().Msg("managed jobs vanished from Slurm's answer; reading again")
-		return d.Slurm.Snapshot(ctx)
+		snap, err := d.Slurm.Snapshot(ctx)
+		return snap, trust.Vanished, err
 	}
-	return snap, nil
+	return snap, nil, nil
 }
 
-// step runs the scheduling step on the round's view, timing the solver.
-func (d *Daemon) step(snap *bridge.Snapshot, snapErr error, start time.Time, rep *RoundReport) (Result, time.Duration) {
+// step works out the round on its view, timing the solver.
+func (d *Daemon) step(snap *bridge.Snapshot, vanished []string, snapErr error, start time.Time, rep *RoundReport) (*sched.Proposal, time.Duration) {
 	var solve time.Duration
 	solver := func(p *policy.Problem) (*policy.Allocation, error) {
 		t0 := d.Clock.Now()
@@ -279,42 +286,45 @@ func (d *Daemon) step(snap *bridge.Snapshot, snapErr error, start time.Time, rep
 		snap = nil
 	}
 	t0 := d.Clock.Now()
-	res := d.Core.Step(snap, start, solver)
+	p := d.Core.Step(sched.Input{Snap: snap, Now: start, Solve: solver, Vanished: vanished})
 	rep.Step = d.Clock.Now().Sub(t0)
 	if snapErr != nil {
-		res.Skipped, res.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
-		res.View.Skipped = res.Skipped
+		p.Skipped, p.SkipCause = "snapshot failed: "+snapErr.Error(), "snapshot_error"
 	}
-	rep.Round, rep.Solve = res.Round, solve
-	return res, solve
+	rep.Round, rep.Solve = p.Round, solve
+	return p, solve
 }
 
-// write journals and sends the round's actions and persists its state;
-// when the journal cannot be written nothing is sent, and the step takes
-// back what it recorded of the round's actions.
-func (d *Daemon) write(ctx context.Context, snap *bridge.Snapshot, start time.Time, res *Result, rep *RoundReport) {
+// write journals and sends the round's actions, commits the round with
+// what became of them and persists the result; when the journal cannot be
+// written nothing is sent, and the round is committed as sending nothing.
+func (d *Daemon) write(ctx context.Context, p *sched.Proposal, rep *RoundReport) Result {
+	if p.Skipped != "" {
+		return d.Core.Commit(p, nil)
+	}
 	t0 := d.Clock.Now()
-	var journaled bool
-	rep.Actions, rep.Failed, journaled = d.apply(ctx, res.Round, res.Actions)
+	var outcomes []sched.Outcome
+	rep.Actions, rep.Failed, outcomes = d.apply(ctx, p.Round, p.Actions)
+	if outcomes == nil && len(p.Actions) > 0 {
+		p.Skipped, p.SkipCause = "journal write failed: nothing sent this round", "journal_error"
+	}
+	res := d.Core.Commit(p, outcomes)
 	t1 := d.Clock.Now()
-	if journaled {
+	if res.Skipped == "" {
 		if !d.DryRun {
 			// A dry run keeps what it decided in memory only: its holds
 			// and grace periods were never sent, and a real run restored
 			// from the store must not take them for sent.
-			d.persist(*res)
+			d.persist(res)
 		}
 		if d.Measured != nil {
 			for _, id := range res.Forget {
 				d.Measured.Forget(id)
 			}
 		}
-	} else {
-		d.Core.Abandon()
-		res.Skipped, res.SkipCause = "journal write failed: nothing sent this round", "journal_error"
-		res.View = d.Core.View(snap, start, res)
 	}
 	rep.Apply, rep.Persist = t1.Sub(t0), d.Clock.Now().Sub(t1)
+	return res
 }
 
 // publish hands the round's status and allocation to the API, health and
@@ -351,8 +361,12 @@ func (d *Daemon) publish(res Result, rep RoundReport, solve time.Duration) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // RunGraces requeues the jobs whose grace period ended, against a fresh
-// snapshot; nothing is sent when the snapshot fails.
+// snapshot; nothing is sent when the snapshot fails, or while the
+// journal's leftovers from before a restart are not reconciled yet.
 func (d *Daemon) RunGraces(ctx context.Context) {
+	if d.replay != nil {
+		return
+	}
 	snap, err := d.Slurm.Snapshot(ctx)
 	if err != nil {
 		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
@@ -362,16 +376,15 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	// rounds come every few seconds, and a path not proven yet would cost
 	// one scontrol run or REST call each. What a requeue sent since tells
 	// the core at once (requeueSettled).
-	actions := d.Core.Graces(snap, d.Clock.Now())
-	if len(actions) == 0 {
+	p := d.Core.Look(snap, d.Clock.Now())
+	if len(p.Actions) == 0 {
+		d.Core.Commit(p, nil)
 		return
 	}
-	sent, failed, journaled := d.apply(ctx, d.Core.Round(), actions)
-	if !journaled {
-		d.Core.Abandon()
-	}
-	d.Log.Info().Uint64("round", d.Core.Round()).Int("actions", sent).Int("failed", failed).Msg("between rounds: actions sent")
-	if journaled {
+	sent, failed, outcomes := d.apply(ctx, p.Round, p.Actions)
+	d.Core.Commit(p, outcomes)
+	d.Log.Info().Uint64("round", p.Round).Int("actions", sent).Int("failed", failed).Msg("between rounds: actions sent")
+	if outcomes != nil {
 		d.republish(snap)
 	}
 }
@@ -413,14 +426,16 @@ func SlurmHTTPClient() *http.Client {
 const applyWorkers = 8
 
 // apply journals the actions (one transaction for the round), sends them
-// and records the outcomes (one more transaction). A crash in between
-// leaves the entries pending for reconciliation. After a failure the job's
+// and records the outcomes (one more transaction), and returns what became
+// of each for Commit (nil when the journal could not be written and
+// nothing was sent). A crash in between leaves the entries pending for
+// reconciliation. After a failure the job's
 // remaining actions are not sent: releasing a job whose constraint change
 // failed would start it on the wrong type. Jobs whose only action is a hold
 // go to Slurm together when it can take a batch (see splitBatch).
-func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int, journaled bool) {
+func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sent, failed int, outcomes []sched.Outcome) {
 	if len(actions) == 0 {
-		return 0, 0, true
+		return 0, 0, []sched.Outcome{}
 	}
 	specs := make([]store.IntentSpec, len(actions))
 	for i, a := range actions {
@@ -431,7 +446,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		// Without journal entries a crash could lose or repeat the
 		// actions: send none this round.
 		d.Log.Error().Err(err).Msg("journal write failed, sending nothing this round")
-		return 0, 0, false
+		return 0, 0, nil
 	}
 	b := &batchSend{d: d, actions: actions, entries: entries, outcomes: make([]store.Outcome, len(actions))}
 	for i := range actions {
@@ -455,13 +470,12 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		}
 	}
 	b.perJob(ctx, order, byJob)
-	var missed []Action
+	outcomes = make([]sched.Outcome, len(actions))
 	for i, o := range b.outcomes {
 		if o.Err != "" {
-			missed = append(missed, actions[i])
+			outcomes[i] = sched.Refused
 		}
 	}
-	d.Core.NotApplied(missed)
 	for _, r := range b.requeues {
 		d.requeueSettled(r.job, r.err)
 	}
@@ -470,7 +484,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		// finds their effects in Slurm and settles them.
 		d.Log.Error().Err(err).Msg("journal update failed")
 	}
-	return b.sent, b.failed, true
+	return b.sent, b.failed, outcomes
 }
 
 // groupByJob lists each job's actions, in order, by job in order of
@@ -592,20 +606,24 @@ func (d *Daemon) count(a Action, result string) {
 	}
 }
 
-// reconcile settles the intents a crash left pending, against snap.
-func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled, resent int) {
+// reconcile settles the intents a crash left pending, against snap, and
+// commits what the journal's replay at start proposed with what became of
+// each entry. An error means the journal could not be read while that
+// replay waits: the round must not step on a state that misses it.
+func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled, resent int, err error) {
 	pending, err := d.journal.Pending()
 	if err != nil {
 		d.Log.Error().Err(err).Msg("read journal")
-		return 0, 0
+		if d.replay != nil {
+			return 0, 0, fmt.Errorf("journal cannot be read to reconcile the actions pending at start: %w", err)
+		}
+		return 0, 0, nil
 	}
 	// Once one of a job's actions fails, its later ones are not resent,
 	// as apply does.
 	broken := map[bridge.JobID]bool{}
-	// The journal's replay at start took every pending action for
-	// landed; those that did not land are taken back.
-	var missed []Action
-	defer func() { d.Core.NotApplied(missed) }()
+	verdicts := map[uint64]sched.Outcome{}
+	defer d.commitReplay(verdicts)
 	for _, r := range Reconcile(pending, snap) {
 		now := d.Clock.Now()
 		if r.Verdict == VerdictResend && broken[r.Action.Job] {
@@ -614,10 +632,11 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 		log := d.Log.Info().Uint64("seq", r.Entry.Seq).Str("action", r.Action.Action.String()).Str("verdict", string(r.Verdict)).Str("why", r.Why)
 		switch r.Verdict {
 		case VerdictDone:
+			verdicts[r.Entry.Seq] = sched.Accepted
 			err = d.journal.MarkDone(r.Entry.Seq, now)
 		case VerdictFail:
 			broken[r.Action.Job] = true
-			missed = append(missed, r.Action)
+			verdicts[r.Entry.Seq] = sched.Refused
 			err = d.journal.MarkFailed(r.Entry.Seq, r.Why, now)
 		case VerdictResend:
 			if err = d.journal.MarkResent(r.Entry.Seq, now); err != nil {
@@ -630,10 +649,11 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 			}
 			if sendErr != nil {
 				broken[r.Action.Job] = true
-				missed = append(missed, r.Action)
+				verdicts[r.Entry.Seq] = sched.Refused
 				d.count(r.Action, "failed")
 				err = d.journal.MarkFailed(r.Entry.Seq, sendErr.Error(), now)
 			} else {
+				verdicts[r.Entry.Seq] = sched.Accepted
 				d.count(r.Action, d.sentLabel)
 				err = d.journal.MarkDone(r.Entry.Seq, now)
 			}
@@ -643,7 +663,24 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 		}
 		log.Msg("reconcile")
 	}
-	return len(pending), resent
+	return len(pending), resent, nil
+}
+
+// commitReplay commits the journal's replay at start with the verdicts
+// reconciliation gave its entries. An entry reconciliation did not judge
+// (it was no longer pending) is taken for landed, as the replay took it.
+func (d *Daemon) commitReplay(verdicts map[uint64]sched.Outcome) {
+	if d.replay == nil {
+		return
+	}
+	outcomes := make([]sched.Outcome, len(d.replay.Journal))
+	for i, seq := range d.replay.Journal {
+		if v, ok := verdicts[seq]; ok {
+			outcomes[i] = v
+		}
+	}
+	d.Core.Commit(d.replay, outcomes)
+	d.replay = nil
 }
 
 // persist saves the round's job records and counters.

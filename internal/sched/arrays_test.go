@@ -40,7 +40,7 @@ func arraySettings() Settings {
 func TestArrayCountsAsItsWaitingTasks(t *testing.T) {
 	c := newCore(t, arraySettings())
 	nodes := []bridge.Node{node("p1", "p100", 4, 0)}
-	res := c.Step(snapshot(t, epoch, nodes, arrayRecord(130, "0-7", 0, tag), pending(5, tag), pending(6, tag)), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, arrayRecord(130, "0-7", 0, tag), pending(5, tag), pending(6, tag)), epoch, c.Solve)
 	if res.Skipped != "" {
 		t.Fatal(res.Skipped)
 	}
@@ -162,7 +162,7 @@ func TestArrayRecordActions(t *testing.T) {
 				// The daemon set the limit 2 on an array that had none.
 				c.arrayLimits = map[bridge.JobID]int{130: 0}
 			}
-			res := c.Step(snapshot(t, epoch, tc.nodes, tc.jobs...), epoch, c.Solve)
+			res := step(c, snapshot(t, epoch, tc.nodes, tc.jobs...), epoch, c.Solve)
 			if res.Skipped != "" {
 				t.Fatal(res.Skipped)
 			}
@@ -186,7 +186,7 @@ func TestArrayRecordActions(t *testing.T) {
 func TestArrayTaskKeepsTheArraysArrival(t *testing.T) {
 	c := newCore(t, arraySettings())
 	nodes := []bridge.Node{node("p1", "p100", 4, 0)}
-	res := c.Step(snapshot(t, epoch, nodes, arrayRecord(130, "0-1", 0, tag)), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, arrayRecord(130, "0-1", 0, tag)), epoch, c.Solve)
 	if got := actionsOf(res.Actions, 130); got != "set-array-limit:2,set-constraints:p100,set-priority" {
 		t.Fatalf("first round: %q", got)
 	}
@@ -200,7 +200,7 @@ func TestArrayTaskKeepsTheArraysArrival(t *testing.T) {
 	task.StartTime = later
 	rec := arrayRecord(130, "1", 2, tag)
 	rec.Constraints, rec.Priority = "p100", RunPriority
-	res = c.Step(snapshot(t, later, []bridge.Node{node("p1", "p100", 4, 1)}, rec, task), later, c.Solve)
+	res = step(c, snapshot(t, later, []bridge.Node{node("p1", "p100", 4, 1)}, rec, task), later, c.Solve)
 	if js := c.jobs["131"]; js == nil || !js.firstSeen.Equal(epoch) {
 		t.Fatalf("task 0's record: %+v, want it to arrive at %v", js, epoch)
 	}
@@ -224,7 +224,7 @@ func TestArrayNoLongerManagedGetsItsOwnLimitBack(t *testing.T) {
 	c := newCore(t, arraySettings())
 	nodes := []bridge.Node{node("p1", "p100", 1, 1)}
 	other := running(5, tag, "p1", "p100", 0)
-	res := c.Step(snapshot(t, epoch, nodes, arrayRecord(130, "0-7", 3, tag), other), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, arrayRecord(130, "0-7", 3, tag), other), epoch, c.Solve)
 	if got := actionsOf(res.Actions, 130); got != "hold" {
 		t.Fatalf("first round: %q", got)
 	}
@@ -238,7 +238,7 @@ func TestArrayNoLongerManagedGetsItsOwnLimitBack(t *testing.T) {
 	untagged := arrayRecord(130, "0-7", 1, "no tag now")
 	untagged.Held, untagged.Reason = true, "JobHeldAdmin"
 	now := epoch.Add(time.Minute)
-	res = restarted.Step(snapshot(t, now, nodes, untagged, other), now, restarted.Solve)
+	res = step(restarted, snapshot(t, now, nodes, untagged, other), now, restarted.Solve)
 	if got := actionsOf(res.Actions, 130); got != "release,set-array-limit:3" {
 		t.Errorf("array no longer managed: %q, want its hold released and its limit 3 back", got)
 	}
@@ -266,13 +266,13 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestArrayTasksGetRatesOnNewTypes(t *testing.T) {
 	c := newCore(t, arraySettings())
 	rec := arrayRecord(130, "0-3", 0, tag)
-	c.Step(snapshot(t, epoch, []bridge.Node{node("p1", "p100", 1, 1)}, rec, running(5, tag, "p1", "p100", 0)), epoch, c.Solve)
+	step(c, snapshot(t, epoch, []bridge.Node{node("p1", "p100", 1, 1)}, rec, running(5, tag, "p1", "p100", 0)), epoch, c.Solve)
 	if r := c.jobs["130_0"].throughputs["v100"]; r != 0 {
 		t.Fatalf("v100 rate %v before any v100 node", r)
 	}
 	now := epoch.Add(time.Minute)
 	rec.Held, rec.Reason = true, "JobHeldAdmin"
-	c.Step(snapshot(t, now, []bridge.Node{node("p1", "p100", 1, 1), node("v1", "v100", 1, 0)}, rec, running(5, tag, "p1", "p100", 0)), now, c.Solve)
+	step(c, snapshot(t, now, []bridge.Node{node("p1", "p100", 1, 1), node("v1", "v100", 1, 0)}, rec, running(5, tag, "p1", "p100", 0)), now, c.Solve)
 	if r := c.jobs["130_0"].throughputs["v100"]; r <= 0 {
 		t.Errorf("v100 rate %v once a v100 node came", r)
 	}
@@ -284,7 +284,7 @@ func TestArrayTasksGetRatesOnNewTypes(t *testing.T) {
 func TestArrayTakesOneTypeAtATime(t *testing.T) {
 	c := newCore(t, arraySettings())
 	nodes := []bridge.Node{node("v1", "v100", 1, 0), node("k1", "k80", 1, 0)}
-	res := c.Step(snapshot(t, epoch, nodes, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
 	got := actionsOf(res.Actions, 130)
 	if got != "set-array-limit:1,set-constraints:v100,set-priority" && got != "set-array-limit:1,set-constraints:k80,set-priority" {
 		t.Errorf("array record: %q, want one task let start on one type", got)
@@ -302,7 +302,7 @@ func TestArrayLimitLeavesOutStoppedTasks(t *testing.T) {
 	nodes := []bridge.Node{node("p1", "p100", 2, 2)}
 	tasks := []bridge.Job{arrayTask(131, 130, 0, 0, "p1", "p100"), arrayTask(132, 130, 1, 0, "p1", "p100")}
 	jobs := append([]bridge.Job{arrayRecord(130, "2-7", 0, tag)}, tasks...)
-	if got := actionsOf(c.Step(snapshot(t, epoch, nodes, jobs...), epoch, c.Solve).Actions, 130); got != "hold" {
+	if got := actionsOf(step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve).Actions, 130); got != "hold" {
 		t.Fatalf("first round: array record %q, want it held while its tasks run", got)
 	}
 	// An hour on, the running tasks are far ahead of the waiting ones,
@@ -311,7 +311,7 @@ func TestArrayLimitLeavesOutStoppedTasks(t *testing.T) {
 	now := epoch.Add(time.Hour)
 	rec := arrayRecord(130, "2-7", 0, tag)
 	rec.Held, rec.Reason = true, "JobHeldAdmin"
-	res := c.Step(snapshot(t, now, nodes, append([]bridge.Job{rec}, tasks...)...), now, c.Solve)
+	res := step(c, snapshot(t, now, nodes, append([]bridge.Job{rec}, tasks...)...), now, c.Solve)
 	stopped := 0
 	for _, id := range []bridge.JobID{131, 132} {
 		if actionsOf(res.Actions, id) == "signal:USR1" {

@@ -162,15 +162,17 @@ type Core struct {
 
 	mech    *rounds.Mechanism
 	cluster []rounds.Server
+	// shuffle draws from pcg; a fork copies the source so that a step
+	// dropped unused leaves the draws as they were.
+	pcg     *rand.PCG
 	shuffle *rand.Rand
 	jobs    map[string]*jobState
 	// teWaits are the trial-and-error jobs waiting for the room their
 	// victims free (te.go), by job id.
 	teWaits map[string]teWait
-	undoTE  map[string]teWait // teWaits as they were, for Abandon
 	// teTried are the TE jobs that had their choice of victims since the
-	// last round (and undoTried as it was, for Abandon).
-	teTried, undoTried map[string]bool
+	// last round.
+	teTried map[string]bool
 	// lastSkip is why the last round sent nothing ("" when it acted):
 	// the checks between rounds start no preemption after such a round.
 	lastSkip  string
@@ -210,10 +212,6 @@ type Core struct {
 	// released are the releases of daemon holds on jobs the core stopped
 	// tracking (forgetUnseen), waiting for the next Step to send them.
 	released []queuedRelease
-	// releaseSent are those the last Step sent: queued again when they
-	// were not journaled (Abandon) or Slurm refused them (NotApplied),
-	// since nothing else remembers those jobs.
-	releaseSent []queuedRelease
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
 	adopted bool
@@ -223,9 +221,6 @@ type Core struct {
 	// foreignRounds counts the rounds in a row in which another daemon's
 	// run priority was seen (otherWriter).
 	foreignRounds int
-	// undo holds every job's ledger as it was before the last Step or
-	// Graces, for Abandon.
-	undo map[string]undoEntry
 	// mixes are the mixes of GPU types chosen this round for waiting
 	// mixed=ok jobs, by job id (mixed.go).
 	mixes map[string]mixChoice
@@ -236,6 +231,9 @@ type Core struct {
 	// may): the shell has not proven that its requeues work. Every job
 	// not already being preempted is then treated as preempt=never.
 	preemptionOff string
+	// version counts the commits; base is, on a fork, the version it was
+	// forked from (Commit refuses a proposal from another state).
+	version, base uint64
 	// arrayLimits are the limits on tasks running at once that the job
 	// arrays the daemon manages had when it first saw them (their
 	// users'), by array id (arrays.go).
@@ -308,12 +306,14 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stand-in policy: %w", err)
 	}
+	pcg := rand.NewPCG(uint64(set.Seed), 0x6761_7665_6c)
 	return &Core{
 		set:     set,
 		pol:     pol,
 		standIn: standIn,
 		est:     est,
-		shuffle: rand.New(rand.NewPCG(uint64(set.Seed), 0x6761_7665_6c)),
+		pcg:     pcg,
+		shuffle: rand.New(pcg),
 		jobs:    map[string]*jobState{},
 		teWaits: map[string]teWait{},
 		teTried: map[string]bool{},
@@ -342,14 +342,15 @@ func checkPrices(set Settings) error {
 // seconds is the mechanism's clock: seconds since the Unix epoch.
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// Result is what one Step decided.
+// Result is what one committed step or look did: the proposal's figures,
+// the records to persist and the view for status.
 type Result struct {
 	Round uint64
 	// Skipped is non-empty when the round sends nothing because the
 	// snapshot cannot be trusted; SkipCause is its short metric label.
 	Skipped   string
 	SkipCause string
-	// Actions to send, in order.
+	// Actions are the actions the step proposed, in order.
 	Actions []Action
 	// Solved is true when the allocation was recomputed this round.
 	Solved bool
@@ -387,109 +388,150 @@ type Action struct {
 // call, tests pass Core.Solve directly.
 type Solver func(p *policy.Problem) (*policy.Allocation, error)
 
-// Step runs one round on snap at time now. solve computes allocations
-// (normally c.Solve wrapped in a timer).
-func (c *Core) Step(snap *bridge.Snapshot, now time.Time, solve Solver) Result {
-	c.saveLedgers()
-	c.round++
-	res := Result{Round: c.round}
+// Input is what one round steps on.
+type Input struct {
+	// Snap is Slurm now; nil when it could not be read.
+	Snap *bridge.Snapshot
+	Now  time.Time
+	// Solve computes allocations (normally Core.Solve wrapped in a timer).
+	Solve Solver
+	// Vanished are the managed jobs an earlier read of this round did
+	// not show (Check's Trust.Vanished): the same jobs missing from Snap
+	// are taken as gone.
+	Vanished []string
+}
+
+// Step works out one round on in.Snap at in.Now and proposes it; the
+// core's state is left as it was until Commit.
+func (c *Core) Step(in Input) *Proposal {
+	w := c.fork()
+	p := &Proposal{next: w, snap: in.Snap, now: in.Now}
+	w.step(in, p)
+	return p
+}
+
+// step runs the round's phases on the fork w, filling p.
+func (w *Core) step(in Input, p *Proposal) {
+	snap, now := in.Snap, in.Now
+	w.round++
+	p.Round = w.round
 	// A new round places TE jobs whose claim ran out; the next look
 	// between rounds may choose victims for them again.
-	clear(c.teTried)
-	if why, cause := c.distrust(snap); why != "" {
-		res.Skipped, res.SkipCause = why, cause
-		res.View = c.view(snap, now, &res)
-		return res
+	clear(w.teTried)
+
+	// 1. Trust: act only on a snapshot that shows Slurm as it is, and
+	// only while no other daemon writes to the same jobs.
+	why, cause, suspects := w.distrust(snap, in.Vanished)
+	w.suspects = suspects
+	if why != "" {
+		p.Skipped, p.SkipCause = why, cause
+		return
 	}
-	if why := c.otherWriter(snap); why != "" {
-		res.Skipped, res.SkipCause = why, "second_writer"
-		res.View = c.view(snap, now, &res)
-		return res
+	if why := w.otherWriter(snap); why != "" {
+		p.Skipped, p.SkipCause = why, "second_writer"
+		return
 	}
+	// 2. Cluster: GPU types and servers.
 	nowS := seconds(now)
-	c.noteTypes(snap)
-	servers := c.clusterOf(snap)
-	if err := c.syncCluster(servers, nowS); err != nil {
-		res.Skipped, res.SkipCause = "cluster: "+err.Error(), "cluster_error"
-		res.View = c.view(snap, now, &res)
-		return res
+	w.noteTypes(snap)
+	if err := w.syncCluster(w.clusterOf(snap), nowS); err != nil {
+		p.Skipped, p.SkipCause = "cluster: "+err.Error(), "cluster_error"
+		return
 	}
-	res.Forget = c.syncJobs(snap, now)
-	c.adopted = true
-	c.refreshRates(snap, now)
-	if c.restored != nil {
-		if c.restored.Rounds != nil {
-			c.mech.Load(*c.restored.Rounds)
-		}
-		if c.allocation != nil && c.fallback == "" && c.allocation.Policy != c.set.Policy {
-			// The saved allocation is another policy's (the policy was
-			// changed by a reload or a restart): this round computes the
-			// new one rather than waiting for jobs to arrive or leave.
-			c.mech.NoteEvent(rounds.EventOther)
-		}
-		c.restored = nil
-	}
-	c.account(snap, now)
+	// 3. Jobs: admission, forgetting, rates, service received.
+	p.Forget = w.syncJobs(snap, now)
+	w.adopted = true
+	w.refreshRates(snap, now)
+	w.loadRestored()
+	w.account(snap, now)
 
-	if c.fallback != "" && !now.Before(c.retryAt) {
-		c.mech.NoteEvent(rounds.EventOther) // time to ask the failed policy again
+	// 4. Allocation: the policy's, recomputed when due.
+	if w.fallback != "" && !now.Before(w.retryAt) {
+		w.mech.NoteEvent(rounds.EventOther) // time to ask the failed policy again
 	}
-	if c.mech.NeedsReset(nowS) && c.mech.Len() > 0 {
-		if err := c.reallocate(snap, now, solve); err != nil {
-			res.Skipped, res.SkipCause = "allocation: "+err.Error(), "solver_error"
-			res.View = c.view(snap, now, &res)
-			return res
+	if w.mech.NeedsReset(nowS) && w.mech.Len() > 0 {
+		if err := w.reallocate(snap, now, in.Solve); err != nil {
+			p.Skipped, p.SkipCause = "allocation: "+err.Error(), "solver_error"
+			return
 		}
-		res.Solved = true
+		p.Solved = true
 	}
-	if c.mech.Len() == 0 {
-		c.fallback, c.failures = "", 0 // no jobs, no allocation to stand in for
+	if w.mech.Len() == 0 {
+		w.fallback, w.failures = "", 0 // no jobs, no allocation to stand in for
 	}
-	res.Fallback = c.fallback
+	p.Fallback = w.fallback
 
-	c.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
-	running := c.running(snap, now)
-	for _, id := range slices.Sorted(maps.Keys(c.teWaits)) {
-		// A TE job waiting for the room made for it is placed already:
-		// the round must not choose it again, which would preempt other
-		// jobs to make room for it a second time.
-		if js := c.jobs[id]; js != nil && js.scale != 0 {
+	// 5. Plan: the round mechanism places jobs on GPUs.
+	w.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
+	plan, err := w.mech.Plan(nowS, w.placedAlready(snap, now))
+	if err != nil {
+		p.Skipped, p.SkipCause = "plan: "+err.Error(), "plan_error"
+		return
+	}
+	w.plan = plan
+	w.mixes = w.placeMixes(snap, plan)
+
+	// 6. Actions: what makes Slurm match the plan, then the releases
+	// queued for jobs no longer tracked.
+	p.Actions, p.Preemptions = w.translate(snap, plan, now)
+	p.Actions = w.applyMixes(snap, p.Actions)
+	// Releases found in a round that stopped early wait for this one;
+	// only those whose job is still held go out.
+	for _, r := range w.released {
+		if r.due(snap, w) {
+			p.Actions = append(p.Actions, r.Action)
+			p.releases = append(p.releases, r)
+		}
+	}
+	w.released = nil
+	w.noteHolds(p.Actions)
+	w.lastRound = now
+}
+
+// loadRestored hands the round mechanism the state saved by an earlier
+// run, on the first round after a restart (RestoreState).
+func (w *Core) loadRestored() {
+	if w.restored == nil {
+		return
+	}
+	if w.restored.Rounds != nil {
+		w.mech.Load(*w.restored.Rounds)
+	}
+	if w.allocation != nil && w.fallback == "" && w.allocation.Policy != w.set.Policy {
+		// The saved allocation is another policy's (the policy was
+		// changed by a reload or a restart): this round computes the
+		// new one rather than waiting for jobs to arrive or leave.
+		w.mech.NoteEvent(rounds.EventOther)
+	}
+	w.restored = nil
+}
+
+// placedAlready are the jobs that hold GPUs as the round starts: the
+// running ones, and the trial-and-error jobs waiting for the room made
+// for them, which the round must not choose again (that would preempt
+// other jobs to make room for them a second time).
+func (w *Core) placedAlready(snap *bridge.Snapshot, now time.Time) []rounds.Assignment {
+	running := w.running(snap, now)
+	for _, id := range slices.Sorted(maps.Keys(w.teWaits)) {
+		if js := w.jobs[id]; js != nil && js.scale != 0 {
 			running = append(running, rounds.Assignment{Key: id, Jobs: []string{id}, Pin: rounds.PinOutside})
 		}
 	}
-	plan, err := c.mech.Plan(nowS, running)
-	if err != nil {
-		res.Skipped, res.SkipCause = "plan: "+err.Error(), "plan_error"
-		res.View = c.view(snap, now, &res)
-		return res
-	}
-	c.plan = plan
-	c.mixes = c.placeMixes(snap, plan)
-	res.Actions, res.Preemptions = c.translate(snap, plan, now)
-	res.Actions = c.applyMixes(snap, res.Actions)
-	// Releases found in a round that stopped early wait for this one;
-	// only those whose job is still held go out.
-	for _, r := range c.released {
-		if r.due(snap, c) {
-			res.Actions = append(res.Actions, r.Action)
-			c.releaseSent = append(c.releaseSent, r)
-		}
-	}
-	c.released = nil
-	c.noteHolds(res.Actions)
-	c.lastRound = now
-	res.Records = c.records(now)
+	return running
+}
+
+// state is the core's state as a round leaves it, for the store.
+func (c *Core) state() State {
 	saved := c.mech.Save()
-	res.State = State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation,
+	st := State{LastRound: c.lastRound, Rounds: &saved, Allocation: c.allocation,
 		AllocationComputed: c.allocationComputed, AllocationFallback: c.fallback}
 	for a, u := range c.arrayLimits {
-		if res.State.ArrayLimits == nil {
-			res.State.ArrayLimits = map[string]int{}
+		if st.ArrayLimits == nil {
+			st.ArrayLimits = map[string]int{}
 		}
-		res.State.ArrayLimits[a.String()] = u
+		st.ArrayLimits[a.String()] = u
 	}
-	res.View = c.view(snap, now, &res)
-	return res
+	return st
 }
 
 // runPriority is the priority this daemon gives jobs it chooses.

@@ -57,7 +57,7 @@ func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
 			c.pol = broken
 			nodes := []bridge.Node{node("a1", "v100", 1, 0)}
 			snap := snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag))
-			res := c.Step(snap, epoch, c.Solve)
+			res := step(c, snap, epoch, c.Solve)
 			if res.Skipped != "" {
 				t.Fatalf("round skipped: %s", res.Skipped)
 			}
@@ -98,7 +98,7 @@ func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
 				}
 				jobs = append(jobs, j)
 			}
-			again := c.Step(snapshot(t, at, []bridge.Node{node("a1", "v100", 1, 1)}, jobs...), at, c.Solve)
+			again := step(c, snapshot(t, at, []bridge.Node{node("a1", "v100", 1, 1)}, jobs...), at, c.Solve)
 			if again.Skipped != "" || !again.Solved {
 				t.Fatalf("second round: skipped %q, solved %v: the policy was not asked again", again.Skipped, again.Solved)
 			}
@@ -116,7 +116,7 @@ func TestAFailingPolicyDoesNotStallTheRounds(t *testing.T) {
 func TestAPanickingSolverIsContained(t *testing.T) {
 	c := newCore(t, settings())
 	snap := snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag))
-	res := c.Step(snap, epoch, func(*policy.Problem) (*policy.Allocation, error) { panic("solver bug") })
+	res := step(c, snap, epoch, func(*policy.Problem) (*policy.Allocation, error) { panic("solver bug") })
 	if res.Skipped != "" {
 		t.Fatalf("round skipped: %s", res.Skipped)
 	}
@@ -139,7 +139,7 @@ func TestAFailedPolicyIsRetriedAtTheNextResetWithGavelsMechanism(t *testing.T) {
 	c.pol = &brokenPolicy{Policy: working}
 	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
 	one := pending(1, tag)
-	if res := c.Step(snapshot(t, epoch, nodes, one), epoch, c.Solve); res.Fallback == "" {
+	if res := step(c, snapshot(t, epoch, nodes, one), epoch, c.Solve); res.Fallback == "" {
 		t.Fatalf("the first round did not fall back: %+v", res)
 	}
 	c.pol = working
@@ -147,22 +147,22 @@ func TestAFailedPolicyIsRetriedAtTheNextResetWithGavelsMechanism(t *testing.T) {
 	one.StartTime = epoch
 	busy := []bridge.Node{node("a1", "v100", 1, 1)}
 	at := epoch.Add(time.Minute)
-	if res := c.Step(snapshot(t, at, busy, one), at, c.Solve); res.Solved || res.Fallback == "" {
+	if res := step(c, snapshot(t, at, busy, one), at, c.Solve); res.Solved || res.Fallback == "" {
 		t.Errorf("a minute later: solved %v, fallback %q; want the stand-in kept until the reset", res.Solved, res.Fallback)
 	}
 	at = epoch.Add(33 * time.Minute)
-	if res := c.Step(snapshot(t, at, busy, one), at, c.Solve); !res.Solved || res.Fallback != "" {
+	if res := step(c, snapshot(t, at, busy, one), at, c.Solve); !res.Solved || res.Fallback != "" {
 		t.Errorf("after the reset interval: solved %v, fallback %q; want the policy's allocation", res.Solved, res.Fallback)
 	}
 	// Fails again, then the job ends: nothing is left to stand in for.
 	c.pol = &brokenPolicy{Policy: working}
 	at = at.Add(33 * time.Minute)
 	two := pending(2, tag)
-	if res := c.Step(snapshot(t, at, busy, one, two), at, c.Solve); res.Fallback == "" {
+	if res := step(c, snapshot(t, at, busy, one, two), at, c.Solve); res.Fallback == "" {
 		t.Fatalf("a new job and a failing policy: no fallback")
 	}
 	at = at.Add(time.Minute)
-	if res := c.Step(snapshot(t, at, nodes, done(one), done(two)), at, c.Solve); res.Fallback != "" || res.View.AllocationFallback != "" {
+	if res := step(c, snapshot(t, at, nodes, done(one), done(two)), at, c.Solve); res.Fallback != "" || res.View.AllocationFallback != "" {
 		t.Errorf("no job left: fallback %q still reported", res.Fallback)
 	}
 }
@@ -219,7 +219,7 @@ func TestAFailingPolicyIsAskedAgainLessAndLessOften(t *testing.T) {
 	broken := &brokenPolicy{Policy: c.pol}
 	c.pol = broken
 	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
-	c.Step(snapshot(t, epoch, nodes, pending(1, tag)), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, pending(1, tag)), epoch, c.Solve)
 	one := running(1, tag, "a1", "v100", 0)
 	one.StartTime = epoch
 	busy := []bridge.Node{node("a1", "v100", 1, 1)}
@@ -227,7 +227,7 @@ func TestAFailingPolicyIsAskedAgainLessAndLessOften(t *testing.T) {
 	for r := 1; r <= 8; r++ {
 		at := epoch.Add(time.Duration(r) * set.Round)
 		before := broken.calls
-		c.Step(snapshot(t, at, busy, one), at, c.Solve)
+		step(c, snapshot(t, at, busy, one), at, c.Solve)
 		if broken.calls > before {
 			askedAt = append(askedAt, at.Sub(epoch))
 		}

@@ -71,7 +71,7 @@ func TestHetJobsAreLeftToSlurm(t *testing.T) {
 				running.StartTime = epoch.Add(-time.Hour)
 				tc.jobs[len(tc.jobs)-1] = running
 			}
-			res := c.Step(snapshot(t, epoch, tc.nodes, tc.jobs...), epoch, c.Solve)
+			res := step(c, snapshot(t, epoch, tc.nodes, tc.jobs...), epoch, c.Solve)
 			for id, want := range tc.want {
 				if got := actionsOf(res.Actions, id); got != want {
 					t.Errorf("job %d: %q, want %q", id, got, want)

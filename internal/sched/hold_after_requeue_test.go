@@ -26,34 +26,35 @@ func TestFailedHoldAfterLandedRequeueHoldKeepsTheHoldTheDaemons(t *testing.T) {
 			c := newCore(t, set)
 			nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 			comment := tag + " preempt=requeue"
-			c.Step(snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0)), epoch, c.Solve)
-			var res Result
+			step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0)), epoch, c.Solve)
+			var p *Proposal
 			now := epoch
 			for i := range 6 {
 				now = epoch.Add(time.Duration(i+1) * time.Minute)
-				res = c.Step(snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
-				if strings.HasPrefix(actionsOf(res.Actions, 1), "requeue-hold,hold") {
+				p = c.Step(Input{Snap: snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), Now: now, Solve: c.Solve})
+				if strings.HasPrefix(actionsOf(p.Actions, 1), "requeue-hold,hold") {
 					break
 				}
+				c.Commit(p, accepted(p))
 			}
-			if got := actionsOf(res.Actions, 1); !strings.HasPrefix(got, "requeue-hold,hold") {
+			if got := actionsOf(p.Actions, 1); !strings.HasPrefix(got, "requeue-hold,hold") {
 				t.Fatalf("job 1 gets %q; the test needs its requeue to wait for a round", got)
 			}
 			var missed []Action
-			for _, a := range res.Actions {
+			for _, a := range p.Actions {
 				for _, k := range tc.missed {
 					if a.Job == 1 && a.Kind == k {
 						missed = append(missed, a)
 					}
 				}
 			}
-			c.NotApplied(missed)
+			c.Commit(p, outcomesFor(p, missed))
 			// Slurm: job 1 requeued and held by the requeue-hold (a user hold).
 			requeued := with(pending(1, comment), func(j *bridge.Job) {
 				j.Held, j.Reason, j.Restarts = true, "JobHeldUser", 1
 			})
 			now = now.Add(time.Minute)
-			c.Step(snapshot(t, now, nodes, requeued, running(2, tag, "a1", "v100", 0)), now, c.Solve)
+			step(c, snapshot(t, now, nodes, requeued, running(2, tag, "a1", "v100", 0)), now, c.Solve)
 			if js := c.jobs["1"]; js.heldBy != "" || js.scale == 0 {
 				t.Errorf("job 1, held by the daemon's requeue-hold: heldBy %q, in the mechanism %t; want the daemon's hold, scheduled",
 					js.heldBy, js.scale != 0)
@@ -71,7 +72,7 @@ func TestJobBlockedOnlyByTheDaemonsConstraintIsPlacedAgain(t *testing.T) {
 	set := settings()
 	c := newCore(t, set)
 	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
-	res := c.Step(snapshot(t, epoch, nodes, pending(2, tag)), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, pending(2, tag)), epoch, c.Solve)
 	got := actionsOf(res.Actions, 2)
 	if !strings.Contains(got, "set-constraints:v100") {
 		t.Fatalf("first round: job 2 gets %q; the test needs it released on v100", got)
@@ -86,7 +87,7 @@ func TestJobBlockedOnlyByTheDaemonsConstraintIsPlacedAgain(t *testing.T) {
 	moved := false
 	for i := range 4 {
 		now := epoch.Add(time.Duration(i+1) * time.Minute)
-		res := c.Step(snapshot(t, now, []bridge.Node{drained, node("b1", "k80", 1, 0)}, released), now, c.Solve)
+		res := step(c, snapshot(t, now, []bridge.Node{drained, node("b1", "k80", 1, 0)}, released), now, c.Solve)
 		if strings.Contains(actionsOf(res.Actions, 2), "k80") {
 			moved = true
 		}

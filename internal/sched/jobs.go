@@ -341,43 +341,68 @@ func holdOwnership(k bridge.ActionKind) (held, changes bool) {
 // order: holds and releases (whose hold is whose) and grace signals (a
 // grace period that started, so it is neither signalled again nor
 // forgotten). Failed entries changed nothing in Slurm and are skipped.
-// Call after Restore, before the first Step.
-func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record) {
+// Entries known done are the core's at once. Entries still pending may or
+// may not have reached Slurm: they come back as a proposal (nil when there
+// are none), to be committed once reconciliation against Slurm tells what
+// became of each (Proposal.Journal names their entries). Call after
+// Restore, before the first Step.
+func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record) *Proposal {
+	var pending []JournalEntry
 	for _, e := range entries {
-		if e.Failed {
+		if e.Pending {
+			pending = append(pending, e)
 			continue
 		}
-		js := c.jobs[e.JobID]
-		if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
-			continue
-		}
-		a := e.Action
-		if js == nil {
-			if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
-				continue
-			}
-			// A job that arrived in the round the crash cut short: the
-			// journal is all that says the hold is the daemon's.
-			js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}, replayed: true}
-			c.jobs[e.JobID] = js
-			c.order = append(c.order, e.JobID)
-		}
-		switch a.Kind {
-		case bridge.ActSignal:
-			if js.pre.phase == notPreempted {
-				js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts, forTE: a.ForTE}
-			}
-		case bridge.ActRequeueHold, bridge.ActRequeue:
-			if js.pre.phase != requeued {
-				forTE := js.pre.forTE
-				if a.ForTE != "" {
-					forTE = a.ForTE
-				}
-				js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts, forTE: forTE}
-			}
-		}
-		c.noteHolds([]Action{a})
+		c.replay(e, records)
 	}
+	if len(pending) == 0 {
+		return nil
+	}
+	w := c.fork()
+	p := &Proposal{Round: c.round, next: w, replay: true}
+	for _, e := range pending {
+		w.replay(e, records)
+		p.Actions = append(p.Actions, e.Action)
+		p.Journal = append(p.Journal, e.Seq)
+	}
+	return p
+}
+
+// replay takes one journaled action for landed.
+func (c *Core) replay(e JournalEntry, records map[string]Record) {
+	if e.Failed {
+		return
+	}
+	js := c.jobs[e.JobID]
+	if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
+		return
+	}
+	a := e.Action
+	if js == nil {
+		if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
+			return
+		}
+		// A job that arrived in the round the crash cut short: the
+		// journal is all that says the hold is the daemon's.
+		js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}, replayed: true}
+		c.jobs[e.JobID] = js
+		c.order = append(c.order, e.JobID)
+	}
+	switch a.Kind {
+	case bridge.ActSignal:
+		if js.pre.phase == notPreempted {
+			js.pre = preemption{phase: inGrace, start: e.Created, restarts: a.Restarts, forTE: a.ForTE}
+		}
+	case bridge.ActRequeueHold, bridge.ActRequeue:
+		if js.pre.phase != requeued {
+			forTE := js.pre.forTE
+			if a.ForTE != "" {
+				forTE = a.ForTE
+			}
+			js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts, forTE: forTE}
+		}
+	}
+	c.noteHolds([]Action{a})
 }
 
 // records are the persisted view of every tracked job.

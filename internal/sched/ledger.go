@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"maps"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -68,8 +67,8 @@ type preemption struct {
 
 // ledger is what the daemon itself did to a job and must remember across
 // rounds and restarts: whose hold it is, its preemption, and a pending
-// look at a requeued job. Everything here is rolled back when a round's
-// actions could not be journaled (Core.Abandon).
+// look at a requeued job. A step proposes changes to it; only Commit
+// makes them the job's (proposal.go).
 type ledger struct {
 	pre preemption
 	// heldByDaemon is set while the job's hold is one the daemon sent
@@ -293,105 +292,4 @@ func (c *Core) graceStatus(js *jobState) string {
 		return "requeued"
 	}
 	return ""
-}
-
-// saveLedgers keeps every job's ledger for Abandon.
-func (c *Core) saveLedgers() {
-	c.undo = make(map[string]undoEntry, len(c.jobs))
-	for id, js := range c.jobs {
-		c.undo[id] = undoEntry{ledger: js.ledger, decision: js.decision, reason: js.reason}
-	}
-	c.undoTE = maps.Clone(c.teWaits)
-	c.undoTried = maps.Clone(c.teTried)
-	c.releaseSent = nil
-}
-
-// undoEntry is a job's ledger and status line before a Step or Graces.
-type undoEntry struct {
-	ledger
-	decision, reason string
-}
-
-// NotApplied takes back what the step recorded of actions Slurm did not
-// carry out (they failed, or were not sent after an earlier failure for
-// the same job): a release that did not land leaves the hold the
-// daemon's, so the next look releases it again rather than taking it for
-// an admin's; a hold or requeue-hold that did not land owns no hold.
-//
-// A job's missed actions are the tail of what the step gave it (nothing
-// more is sent for a job after one of its actions fails), so its hold is
-// as it was before the first of them that changes whose hold it is: a
-// requeue-hold and the release that follows it, both missed, leave no
-// hold of the daemon's.
-func (c *Core) NotApplied(actions []Action) {
-	settled := map[bridge.JobID]bool{}
-	missedRequeue := map[bridge.JobID]bool{}
-	for _, a := range actions {
-		if a.Kind == bridge.ActRequeueHold {
-			missedRequeue[a.Job] = true
-		}
-	}
-	for _, a := range actions {
-		if js := c.jobs[a.Job.String()]; a.Kind == bridge.ActHold && !settled[a.Job] && js != nil &&
-			js.pre.phase == requeued && js.pre.sentRound == c.round && !missedRequeue[a.Job] {
-			// The hold that follows a requeue-hold that landed: the
-			// requeue-hold's own hold keeps the job, and it is the
-			// daemon's (the next round or reconciliation holds it again).
-			settled[a.Job] = true
-			js.heldByDaemon = true
-			continue
-		}
-		if a.Kind == bridge.ActSignal {
-			// No warning went out: the grace period it would have started
-			// is taken back, so the job is not requeued without one; the
-			// next round (or look) decides again.
-			if js, u := c.jobs[a.Job.String()], c.undo[a.Job.String()]; js != nil && u.pre.phase == notPreempted {
-				js.pre, js.decision, js.reason = u.pre, u.decision, u.reason
-				if a.ForTE != "" && !c.anyVictimOf(a.ForTE) {
-					// The TE job's room will not free: its claim goes, so
-					// the next look chooses again.
-					delete(c.teWaits, a.ForTE)
-					delete(c.teTried, a.ForTE)
-				}
-			}
-		}
-		held, changes := holdOwnership(a.Kind)
-		if !changes || settled[a.Job] {
-			continue
-		}
-		settled[a.Job] = true
-		if js := c.jobs[a.Job.String()]; js != nil {
-			js.heldByDaemon = !held // as it was before the action
-			continue
-		}
-		// The release of a job the daemon no longer tracks: queued again,
-		// for the next round to send if the job is still held (a blind
-		// one Slurm refused was for a job that is gone).
-		for _, r := range c.releaseSent {
-			if r.Job == a.Job && !r.blind {
-				c.released = append(c.released, r)
-			}
-		}
-	}
-}
-
-// Abandon takes back what the last Step or Graces recorded of its actions
-// (grace periods started, holds owned, requeues sent) when those actions
-// could not be journaled and so were not sent.
-func (c *Core) Abandon() {
-	for id, u := range c.undo {
-		if js := c.jobs[id]; js != nil {
-			js.ledger, js.decision, js.reason = u.ledger, u.decision, u.reason
-		}
-	}
-	c.undo = nil
-	// Releases of jobs the step stopped tracking: the jobs are forgotten,
-	// so only the queue brings their releases back.
-	c.released, c.releaseSent = append(c.released, c.releaseSent...), nil
-	if c.undoTE != nil {
-		c.teWaits, c.undoTE = c.undoTE, nil
-	}
-	if c.undoTried != nil {
-		c.teTried, c.undoTried = c.undoTried, nil
-	}
 }

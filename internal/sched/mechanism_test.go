@@ -26,11 +26,11 @@ func TestMechanismSettingReachesTheRounds(t *testing.T) {
 			set.Mechanism = tc.mechanism
 			c := newCore(t, set)
 			nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
-			if res := c.Step(snapshot(t, epoch, nodes, pending(1, tag)), epoch, c.Solve); res.Skipped != "" || !res.Solved {
+			if res := step(c, snapshot(t, epoch, nodes, pending(1, tag)), epoch, c.Solve); res.Skipped != "" || !res.Solved {
 				t.Fatalf("first round: skipped %q, solved %v", res.Skipped, res.Solved)
 			}
 			later := epoch.Add(set.Round)
-			res := c.Step(snapshot(t, later, nodes, pending(1, tag), pending(2, tag)), later, c.Solve)
+			res := step(c, snapshot(t, later, nodes, pending(1, tag), pending(2, tag)), later, c.Solve)
 			if res.Skipped != "" {
 				t.Fatalf("second round skipped: %s", res.Skipped)
 			}

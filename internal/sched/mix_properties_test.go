@@ -31,7 +31,7 @@ func TestPlaceMixesProperties(t *testing.T) {
 			j.GPUsPerNode, j.Nodes = j.GPUs, 1
 			jobs = append(jobs, j)
 		}
-		c.Step(snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
+		step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
 		if len(c.mixes) > 0 {
 			mixedRounds++
 		}

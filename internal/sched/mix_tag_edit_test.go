@@ -22,13 +22,13 @@ func TestEditedMixJobKeepsItsGPUs(t *testing.T) {
 			run.State, run.RunningNodes, run.RunningGPUType, run.StartTime = bridge.JobRunning, []string{"k1", "v1"}, "", epoch
 			run.Nodes, run.GPUsPerNode, run.Constraints = 2, 2, "[k80*1&v100*1]"
 			nodes := []bridge.Node{node("v1", "v100", 4, 2), node("k1", "k80", 4, 2), node("v2", "v100", 4, 0)}
-			c.Step(snapshot(t, epoch, nodes, run), epoch, c.Solve)
+			step(c, snapshot(t, epoch, nodes, run), epoch, c.Solve)
 			if edit {
 				run = run.WithComment("my job, leave it alone")
 			}
 			now := epoch.Add(20 * time.Second)
 			a, b := fourGPUs(10, tag), fourGPUs(11, tag)
-			res := c.Step(snapshot(t, now, nodes, run, a, b), now, c.Solve)
+			res := step(c, snapshot(t, now, nodes, run, a, b), now, c.Solve)
 			placed := 0
 			for _, id := range []bridge.JobID{10, 11} {
 				if got := shapeActions(res.Actions, id); strings.Contains(got, "set-constraints") || strings.Contains(got, "set-priority") {

@@ -20,7 +20,7 @@ func TestMixJobWithEditedTagKeepsItsGPUs(t *testing.T) {
 			waiting := pending(10, tag)
 			waiting.GPUs = 2
 			nodes := []bridge.Node{node("v1", "v100", 2, 2), node("k1", "k80", 2, 2)}
-			res := c.Step(snapshot(t, epoch, nodes, run, waiting), epoch, c.Solve)
+			res := step(c, snapshot(t, epoch, nodes, run, waiting), epoch, c.Solve)
 			if got := shapeActions(res.Actions, 10); strings.Contains(got, "release") || strings.Contains(got, "set-priority") {
 				t.Errorf("waiting job 10: %q, want it held: job 9 holds every GPU (reason %q)", got, c.jobs["10"].reason)
 			}

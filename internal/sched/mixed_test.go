@@ -101,7 +101,7 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 			}
 			j := fourGPUs(9, tc.comment)
 			j.Constraints = tc.constraints
-			res := c.Step(snapshot(t, epoch, nodes, j), epoch, c.Solve)
+			res := step(c, snapshot(t, epoch, nodes, j), epoch, c.Solve)
 			if got := shapeActions(res.Actions, 9); got != tc.want {
 				t.Errorf("actions %q, want %q", got, tc.want)
 			}
@@ -122,7 +122,7 @@ func TestMixedJobLifecycle(t *testing.T) {
 	c := newCore(t, settings())
 	busy := []bridge.Node{node("v1", "v100", 4, 2), node("k1", "k80", 4, 2)}
 	j := fourGPUs(9, mixedOK)
-	res := c.Step(snapshot(t, epoch, busy, j), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, busy, j), epoch, c.Solve)
 	var shape bridge.Action
 	for _, a := range res.Actions {
 		if a.Kind == bridge.ActSetShape {
@@ -139,7 +139,7 @@ func TestMixedJobLifecycle(t *testing.T) {
 	shaped.Nodes, shaped.GPUsPerNode, shaped.Constraints, shaped.Priority = shape.Nodes, shape.GPUsPerNode, shape.Constraints, RunPriority
 	now := epoch.Add(20 * time.Second)
 	free := []bridge.Node{node("v1", "v100", 4, 0), node("k1", "k80", 4, 2)}
-	res = c.Step(snapshot(t, now, free, shaped), now, c.Solve)
+	res = step(c, snapshot(t, now, free, shaped), now, c.Solve)
 	if got, want := shapeActions(res.Actions, 9), "set-shape:1/4/0/v100"; got != want {
 		t.Errorf("back on one type: actions %q, want %q", got, want)
 	}
@@ -155,7 +155,7 @@ func TestMixedJobLifecycle(t *testing.T) {
 	other.GPUs, other.GPUsPerNode = 2, 2
 	full := []bridge.Node{node("v1", "v100", 4, 4), node("k1", "k80", 4, 4)}
 	later := now.Add(20 * time.Second)
-	res = c.Step(snapshot(t, later, full, run, other), later, c.Solve)
+	res = step(c, snapshot(t, later, full, run, other), later, c.Solve)
 	if got := shapeActions(res.Actions, 9); got != "" {
 		t.Errorf("job on a mix: actions %q, want none", got)
 	}
@@ -218,7 +218,7 @@ func TestJobOnAMixDoesNotClaimFreeGPUs(t *testing.T) {
 	run.Nodes, run.GPUsPerNode, run.Constraints = 2, 2, "[k80*1&v100*1]"
 	waiting := fourGPUs(10, tag)
 	nodes := []bridge.Node{node("v1", "v100", 4, 2), node("k1", "k80", 4, 2), node("v2", "v100", 4, 0)}
-	res := c.Step(snapshot(t, epoch, nodes, run, waiting), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, run, waiting), epoch, c.Solve)
 	if got := shapeActions(res.Actions, 10); !strings.Contains(got, "set-constraints:v100") || strings.Contains(got, "hold") {
 		t.Errorf("waiting job: actions %q, want it placed on the free v100 node", got)
 	}

@@ -53,7 +53,7 @@ func TestRemainingStepsComeFromReportedProgress(t *testing.T) {
 				return c.Solve(p)
 			}
 			snap := snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 1)}, running(1, tc.comment, "a1", "v100", 0))
-			res := c.Step(snap, epoch, solve)
+			res := step(c, snap, epoch, solve)
 			if seen == nil || len(seen.Jobs) != 1 {
 				t.Fatalf("policy problem %+v, want one job", seen)
 			}

@@ -33,7 +33,7 @@ func done(j bridge.Job) bridge.Job {
 // until the next round, and says why in its status.
 func TestRefillStartsTheWaitingJobOnAFreedGPU(t *testing.T) {
 	c := newCore(t, refillSettings())
-	first := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag), pending(2, tag)), epoch, c.Solve)
+	first := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag), pending(2, tag)), epoch, c.Solve)
 	if got := actionsOf(first.Actions, 2); got != "hold" {
 		t.Fatalf("round: job 2 %q, want it held", got)
 	}
@@ -43,11 +43,11 @@ func TestRefillStartsTheWaitingJobOnAFreedGPU(t *testing.T) {
 	one := running(1, tag, "a1", "v100", 0)
 	one.StartTime = epoch
 	now := epoch.Add(30 * time.Second)
-	if out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 1)}, one, held(2, tag)), now); len(out) != 0 {
+	if out := look(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 1)}, one, held(2, tag)), now); len(out) != 0 {
 		t.Fatalf("while job 1 runs: %v", out)
 	}
 	now = now.Add(30 * time.Second)
-	out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(one), held(2, tag)), now)
+	out := look(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(one), held(2, tag)), now)
 	if got := actionsOf(out, 2); got != "set-constraints:v100,release,set-priority" {
 		t.Errorf("after job 1 ended: job 2 %q", got)
 	}
@@ -127,14 +127,14 @@ func TestRefillLeavesGPUsToWhatMayTakeThem(t *testing.T) {
 			c := newCore(t, set)
 			nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
 			other := running(3, tag, "b1", "k80", 0)
-			first := c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), other), epoch, c.Solve)
+			first := step(c, snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), other), epoch, c.Solve)
 			if got := actionsOf(first.Actions, 2); got != "hold" {
 				t.Fatalf("round: job 2 %q, want it held", got)
 			}
 			one := running(1, tag, "a1", "v100", 0)
 			now := epoch.Add(time.Minute)
 			jobs := append([]bridge.Job{done(one), held(2, tag), other}, tc.extra...)
-			out := c.Graces(snapshot(t, now, nodes, jobs...), now)
+			out := look(c, snapshot(t, now, nodes, jobs...), now)
 			if got := actionsOf(out, 2); got != tc.want {
 				t.Errorf("job 2: %q, want %q", got, tc.want)
 			}
@@ -159,13 +159,13 @@ func TestRefillLeavesArrayTasksToTheRounds(t *testing.T) {
 	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
 	task := pending(2, tag)
 	task.ArrayJobID, task.ArrayTaskID = 20, 4 // requeued earlier: a record of its own
-	first := c.Step(snapshot(t, epoch, nodes, pending(1, tag), task, pending(3, tag)), epoch, c.Solve)
+	first := step(c, snapshot(t, epoch, nodes, pending(1, tag), task, pending(3, tag)), epoch, c.Solve)
 	if got := actionsOf(first.Actions, 2) + "|" + actionsOf(first.Actions, 3); got != "hold|hold" {
 		t.Fatalf("round: jobs 2 and 3 %q, want both held", got)
 	}
 	task.Held, task.Reason = true, "JobHeldAdmin"
 	now := epoch.Add(time.Minute)
-	out := c.Graces(snapshot(t, now, nodes, done(running(1, tag, "a1", "v100", 0)), task, held(3, tag)), now)
+	out := look(c, snapshot(t, now, nodes, done(running(1, tag, "a1", "v100", 0)), task, held(3, tag)), now)
 	if got := actionsOf(out, 2) + "|" + actionsOf(out, 3); got != "|set-constraints:v100,release,set-priority" {
 		t.Errorf("after job 1 ended: jobs 2 and 3 %q, want the array's task left to the next round and job 3 started", got)
 	}
@@ -178,14 +178,14 @@ func TestRefillStartsAnArraysWaitingTasks(t *testing.T) {
 	c := newCore(t, refillSettings())
 	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
 	one, two := running(1, tag, "a1", "v100", 0), running(2, tag, "a1", "v100", 0)
-	first := c.Step(snapshot(t, epoch, nodes, one, two, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
+	first := step(c, snapshot(t, epoch, nodes, one, two, arrayRecord(130, "0-3", 0, tag)), epoch, c.Solve)
 	if got := actionsOf(first.Actions, 130); got != "hold" {
 		t.Fatalf("round: array %q, want it held", got)
 	}
 	rec := arrayRecord(130, "0-3", 0, tag)
 	rec.Held, rec.Reason = true, "JobHeldAdmin"
 	now := epoch.Add(time.Minute)
-	out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), two, rec), now)
+	out := look(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), two, rec), now)
 	if got := actionsOf(out, 130); got != "set-array-limit:1,set-constraints:v100,release,set-priority" {
 		t.Errorf("after job 1 ended: array %q, want one task let start", got)
 	}
@@ -202,9 +202,9 @@ func TestRefillOrderAndFit(t *testing.T) {
 		c := newCore(t, refillSettings())
 		heavy := tag + " weight=4"
 		one := running(1, tag, "a1", "v100", 0)
-		c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 1)}, one, pending(2, tag), pending(3, heavy)), epoch, c.Solve)
+		step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 1)}, one, pending(2, tag), pending(3, heavy)), epoch, c.Solve)
 		now := epoch.Add(time.Minute)
-		out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(one), held(2, tag), held(3, heavy)), now)
+		out := look(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(one), held(2, tag), held(3, heavy)), now)
 		if got := actionsOf(out, 2) + "|" + actionsOf(out, 3); got != "|set-constraints:v100,release,set-priority" {
 			t.Errorf("jobs 2 and 3: %q, want the heavier job 3 started", got)
 		}
@@ -218,14 +218,14 @@ func TestRefillOrderAndFit(t *testing.T) {
 		heavy := tag + " weight=4"
 		pair := pending(2, heavy)
 		pair.GPUs = 2
-		c.Step(snapshot(t, epoch, nodes, one, five, pair, pending(3, tag)), epoch, c.Solve)
+		step(c, snapshot(t, epoch, nodes, one, five, pair, pending(3, tag)), epoch, c.Solve)
 		if p2, p3 := priorityOn(t, c, "2", "v100"), priorityOn(t, c, "3", "v100"); p2 <= p3 {
 			t.Fatalf("priorities on v100: two-GPU job %v, one-GPU job %v: the test needs the first higher", p2, p3)
 		}
 		heldPair := held(2, heavy)
 		heldPair.GPUs = 2
 		now := epoch.Add(time.Minute)
-		out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), five, heldPair, held(3, tag)), now)
+		out := look(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 2, 1)}, done(one), five, heldPair, held(3, tag)), now)
 		if got := actionsOf(out, 2); got != "" {
 			t.Errorf("the two-GPU job on one free GPU: %q", got)
 		}
@@ -250,7 +250,7 @@ func TestRefillStartsAJobOnce(t *testing.T) {
 	c := newCore(t, refillSettings())
 	nodes := []bridge.Node{node("a1", "v100", 1, 1), node("b1", "k80", 1, 1)}
 	one, three := running(1, tag, "a1", "v100", 0), running(3, tag, "b1", "k80", 0)
-	c.Step(snapshot(t, epoch, nodes, one, three, pending(2, tag)), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, one, three, pending(2, tag)), epoch, c.Solve)
 	pv, pk := priorityOn(t, c, "2", "v100"), priorityOn(t, c, "2", "k80")
 	if pv <= 0 || pk <= 0 {
 		t.Fatalf("job 2's priorities v100 %v, k80 %v: the test needs shares of both", pv, pk)
@@ -263,7 +263,7 @@ func TestRefillStartsAJobOnce(t *testing.T) {
 	}
 	now := epoch.Add(time.Minute)
 	free := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
-	out := c.Graces(snapshot(t, now, free, done(one), done(three), held(2, tag)), now)
+	out := look(c, snapshot(t, now, free, done(one), done(three), held(2, tag)), now)
 	if got := actionsOf(out, 2); !want[got] {
 		t.Errorf("job 2: %q, want one start on its best type (priorities v100 %v, k80 %v)", got, pv, pk)
 	}
@@ -298,8 +298,8 @@ func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
 				jobs = append(jobs, j)
 			}
 			at := now.Add(30 * time.Second)
-			look := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, tc.k80Used)}
-			out := c.Graces(snapshot(t, at, look, jobs...), at)
+			seen := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, tc.k80Used)}
+			out := look(c, snapshot(t, at, seen, jobs...), at)
 			if got := actionsOf(out, 1); !strings.Contains(got, tc.want1) {
 				t.Fatalf("job 1: %q, want %q in it", got, tc.want1)
 			}
@@ -312,23 +312,24 @@ func TestRefillLeavesAMovingJobItsTarget(t *testing.T) {
 	}
 }
 
-// A look whose actions could not be journaled is taken back whole: the
-// job stays the daemon's held job and its status line is the round's.
-func TestAbandonedRefillIsTakenBack(t *testing.T) {
+// A look whose actions could not be journaled changes no job: the job
+// stays the daemon's held job and its status line is the round's.
+func TestUnsentRefillChangesNothing(t *testing.T) {
 	c := newCore(t, refillSettings())
-	first := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag), pending(2, tag)), epoch, c.Solve)
+	first := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, pending(1, tag), pending(2, tag)), epoch, c.Solve)
 	if got := actionsOf(first.Actions, 2); got != "hold" {
 		t.Fatalf("round: job 2 %q, want it held", got)
 	}
 	before := *c.jobs["2"]
 	now := epoch.Add(time.Minute)
-	if out := c.Graces(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(running(1, tag, "a1", "v100", 0)), held(2, tag)), now); actionsOf(out, 2) == "" {
+	p := c.Look(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(running(1, tag, "a1", "v100", 0)), held(2, tag)), now)
+	if actionsOf(p.Actions, 2) == "" {
 		t.Fatal("no refill to take back")
 	}
-	c.Abandon()
+	c.Commit(p, nil) // the journal write failed: nothing was sent
 	after := c.jobs["2"]
 	if !after.heldByDaemon || after.decision != before.decision || after.reason != before.reason {
-		t.Errorf("after Abandon: held by daemon %v, decision %q, reason %q; want %v, %q, %q",
+		t.Errorf("after a look that sent nothing: held by daemon %v, decision %q, reason %q; want %v, %q, %q",
 			after.heldByDaemon, after.decision, after.reason, before.heldByDaemon, before.decision, before.reason)
 	}
 }
@@ -339,7 +340,7 @@ func TestAbandonedRefillIsTakenBack(t *testing.T) {
 func TestRefreshBetweenRounds(t *testing.T) {
 	c := newCore(t, refillSettings())
 	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
-	c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), pending(3, tag)), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), pending(3, tag)), epoch, c.Solve)
 	now := epoch.Add(time.Minute)
 	v, ok := c.Refresh(snapshot(t, now, nodes, pending(1, tag), held(2, tag), held(3, tag), pending(4, tag)), epoch)
 	if !ok {
@@ -373,9 +374,9 @@ func movedInGrace(t *testing.T) (*Core, time.Time, Result) {
 	set.MinRunTime, set.DefaultGrace = 0, time.Minute
 	c := newCore(t, set)
 	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 1)}
-	c.Step(snapshot(t, epoch, nodes, moved), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, moved), epoch, c.Solve)
 	now := epoch.Add(20 * time.Second)
-	res := c.Step(snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
+	res := step(c, snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
 	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
 		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
 	}

@@ -63,12 +63,13 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, a := range core.Graces(snap, epoch) {
+			for _, a := range look(core, snap, epoch) {
 				got = append(got, string(a.Kind))
 			}
 			if strings.Join(got, ",") != strings.Join(tc.wantActions, ",") {
 				t.Errorf("actions %v, want %v", got, tc.wantActions)
 			}
+			js = core.jobs["5"] // the committed state's
 			want := time.Time{}
 			if tc.wantRecheck > 0 {
 				want = epoch.Add(tc.wantRecheck)

@@ -62,12 +62,12 @@ func TestJobsSlurmCannotStartGetNoShare(t *testing.T) {
 			first := running(1, tag+" preempt=checkpoint", "a1", "v100", 0)
 			if tc.daemonHeld {
 				// The daemon held it at an earlier round (its ledger says so).
-				c.Step(snapshot(t, epoch.Add(-time.Minute), nodes, first, held(2, tag)), epoch.Add(-time.Minute), c.Solve)
+				step(c, snapshot(t, epoch.Add(-time.Minute), nodes, first, held(2, tag)), epoch.Add(-time.Minute), c.Solve)
 				c.jobs["2"].heldByDaemon = true
 			}
 			for i := range 4 {
 				now := epoch.Add(time.Duration(i) * time.Minute)
-				res := c.Step(snapshot(t, now, nodes, first, tc.blocked), now, c.Solve)
+				res := step(c, snapshot(t, now, nodes, first, tc.blocked), now, c.Solve)
 				if got := actionsOf(res.Actions, 1); got != "" {
 					t.Fatalf("round %d: the running job gets %q for a job Slurm cannot start", i+1, got)
 				}
@@ -84,7 +84,7 @@ func TestJobsSlurmCannotStartGetNoShare(t *testing.T) {
 			preempted, scheduled := false, false
 			for i := range 6 {
 				now := epoch.Add(time.Duration(10+i) * time.Minute)
-				res := c.Step(snapshot(t, now, nodes, first, tc.cleared), now, c.Solve)
+				res := step(c, snapshot(t, now, nodes, first, tc.cleared), now, c.Solve)
 				preempted = preempted || actionsOf(res.Actions, 1) == "signal:USR1"
 				scheduled = scheduled || c.jobs["2"].scale != 0
 			}
@@ -111,7 +111,7 @@ func TestRequeueDelayIsLiftedButTheOwnersBeginTimeIsKept(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := newCore(t, settings())
-			res := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, tc.job), epoch, c.Solve)
+			res := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, tc.job), epoch, c.Solve)
 			got := actionsOf(res.Actions, 2)
 			if tc.want == "" && got != "" {
 				t.Errorf("actions %q; want none: the job waits for its owner's begin time", got)
@@ -130,13 +130,13 @@ func TestChangesAfterSubmissionAreReadAgain(t *testing.T) {
 	t.Run("GPU count", func(t *testing.T) {
 		c := newCore(t, settings())
 		nodes := []bridge.Node{node("a1", "v100", 4, 0)}
-		c.Step(snapshot(t, epoch, nodes, pending(2, tag)), epoch, c.Solve)
+		step(c, snapshot(t, epoch, nodes, pending(2, tag)), epoch, c.Solve)
 		if c.jobs["2"].scale != 1 {
 			t.Fatalf("scale %d, want 1", c.jobs["2"].scale)
 		}
 		bigger := with(pending(2, tag), func(j *bridge.Job) { j.GPUs, j.GPUsPerNode = 4, 4 })
 		now := epoch.Add(time.Minute)
-		c.Step(snapshot(t, now, nodes, bigger), now, c.Solve)
+		step(c, snapshot(t, now, nodes, bigger), now, c.Solve)
 		if got := c.jobs["2"].scale; got != 4 {
 			t.Errorf("after scontrol update TresPerNode=gres/gpu:4: the step counts %d GPUs, want 4", got)
 		}
@@ -147,11 +147,11 @@ func TestChangesAfterSubmissionAreReadAgain(t *testing.T) {
 		c := newCore(t, set)
 		nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 		first := running(1, tag+" preempt=checkpoint", "a1", "v100", 0)
-		c.Step(snapshot(t, epoch, nodes, first), epoch, c.Solve)
+		step(c, snapshot(t, epoch, nodes, first), epoch, c.Solve)
 		first.NoRequeue = true // scontrol update jobid=1 requeue=0, by its owner
 		for i := range 6 {
 			now := epoch.Add(time.Duration(i+1) * time.Minute)
-			res := c.Step(snapshot(t, now, nodes, first, pending(2, tag)), now, c.Solve)
+			res := step(c, snapshot(t, now, nodes, first, pending(2, tag)), now, c.Solve)
 			if got := actionsOf(res.Actions, 1); got != "" {
 				t.Fatalf("round %d: job 1, no longer requeueable, gets %q", i+2, got)
 			}
@@ -173,10 +173,10 @@ func TestTrialAndErrorRoomOnlyBeforeTheFirstStart(t *testing.T) {
 		c := newCore(t, set)
 		nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 		victim := running(1, tag+" preempt=requeue", "a1", "v100", 0)
-		c.Step(snapshot(t, epoch, nodes, victim), epoch, c.Solve)
+		step(c, snapshot(t, epoch, nodes, victim), epoch, c.Solve)
 		job := with(pending(9, te), func(j *bridge.Job) { j.Restarts = restarts })
 		now := epoch.Add(10 * time.Second)
-		out := c.Graces(snapshot(t, now, nodes, victim, job), now)
+		out := look(c, snapshot(t, now, nodes, victim, job), now)
 		got := actionsOf(out, 1)
 		if restarts == 0 && got == "" {
 			t.Errorf("a TE job before its first start gets no room (victim's actions %q)", got)
@@ -233,7 +233,7 @@ func TestTrialAndErrorRoomIsCappedPerUser(t *testing.T) {
 	for id := bridge.JobID(1); id <= 4; id++ {
 		victims = append(victims, running(id, tag+" preempt=requeue", "a1", "v100", 0))
 	}
-	c.Step(snapshot(t, epoch, nodes, victims...), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, victims...), epoch, c.Solve)
 	owned := func(id bridge.JobID, user string) bridge.Job {
 		return with(pending(id, te), func(j *bridge.Job) { j.User = user })
 	}
@@ -248,17 +248,17 @@ func TestTrialAndErrorRoomIsCappedPerUser(t *testing.T) {
 	}
 	now := epoch.Add(10 * time.Second)
 	jobs := append(append([]bridge.Job{}, victims...), owned(9, "ana"))
-	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 1 {
+	if n := preempted(look(c, snapshot(t, now, nodes, jobs...), now)); n != 1 {
 		t.Fatalf("ana's first TE job: %d jobs preempted, want 1", n)
 	}
 	now = now.Add(5 * time.Second)
 	jobs = append(jobs, owned(10, "ana"))
-	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 0 {
+	if n := preempted(look(c, snapshot(t, now, nodes, jobs...), now)); n != 0 {
 		t.Errorf("ana's second TE job, over max_per_user=1: %d jobs preempted, want none", n)
 	}
 	now = now.Add(5 * time.Second)
 	jobs = append(jobs, owned(11, "bo"))
-	if n := preempted(c.Graces(snapshot(t, now, nodes, jobs...), now)); n != 1 {
+	if n := preempted(look(c, snapshot(t, now, nodes, jobs...), now)); n != 1 {
 		t.Errorf("bo's TE job: %d jobs preempted, want 1", n)
 	}
 }

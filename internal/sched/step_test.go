@@ -121,7 +121,7 @@ func TestStepChoosesAndHolds(t *testing.T) {
 	c := newCore(t, settings())
 	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
 	snap := snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag))
-	res := c.Step(snap, epoch, c.Solve)
+	res := step(c, snap, epoch, c.Solve)
 	if res.Skipped != "" {
 		t.Fatal(res.Skipped)
 	}
@@ -138,7 +138,7 @@ func TestStepChoosesAndHolds(t *testing.T) {
 	first, second := pending(1, tag), pending(2, tag)
 	first.Constraints, first.Priority = "v100", RunPriority
 	second.Held = true
-	again := c.Step(snapshot(t, epoch.Add(time.Second), nodes, first, second), epoch.Add(time.Second), c.Solve)
+	again := step(c, snapshot(t, epoch.Add(time.Second), nodes, first, second), epoch.Add(time.Second), c.Solve)
 	if len(again.Actions) != 0 {
 		t.Errorf("replayed round sent %v", again.Actions)
 	}
@@ -150,7 +150,7 @@ func TestStepLeavesUserHoldsAlone(t *testing.T) {
 	c := newCore(t, settings())
 	held := pending(1, tag)
 	held.Held, held.Reason = true, "JobHeldUser"
-	res := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, held), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, held), epoch, c.Solve)
 	if len(res.Actions) != 0 {
 		t.Errorf("actions for a user-held job: %v", res.Actions)
 	}
@@ -201,19 +201,19 @@ func TestStepGracePeriod(t *testing.T) {
 			nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 			comment := tag + " preempt=" + tc.mode
 			// Job 1 ran a while; job 2 waits and is due.
-			c.Step(snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
+			step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
 			now := epoch.Add(time.Minute)
-			res := c.Step(snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
+			res := step(c, snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
 			if got := actionsOf(res.Actions, 1); got != "signal:USR1" {
 				t.Fatalf("preempting round: %q", got)
 			}
 			after := tc.response(running(1, comment, "a1", "v100", 0))
 			now = now.Add(time.Second)
-			if got := actionsOf(c.Graces(snapshot(t, now, nodes, after, pending(2, tag)), now), 1); got != tc.early {
+			if got := actionsOf(look(c, snapshot(t, now, nodes, after, pending(2, tag)), now), 1); got != tc.early {
 				t.Errorf("inside the grace period: %q, want %q", got, tc.early)
 			}
 			now = now.Add(5 * time.Second)
-			if got := actionsOf(c.Graces(snapshot(t, now, nodes, after, pending(2, tag)), now), 1); got != tc.atEnd {
+			if got := actionsOf(look(c, snapshot(t, now, nodes, after, pending(2, tag)), now), 1); got != tc.atEnd {
 				t.Errorf("at the end of the grace period: %q, want %q", got, tc.atEnd)
 			}
 		})
@@ -232,9 +232,9 @@ func TestStepPreemptModes(t *testing.T) {
 			c := newCore(t, settings())
 			nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 			comment := fmt.Sprintf("%s preempt=%s", tag, tc.mode)
-			c.Step(snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
+			step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
 			now := epoch.Add(time.Minute)
-			res := c.Step(snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
+			res := step(c, snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
 			if got := actionsOf(res.Actions, 1); got != tc.want {
 				t.Errorf("actions %q, want %q", got, tc.want)
 			}
@@ -268,7 +268,7 @@ func TestSiteRulesBoundWhatTagsSet(t *testing.T) {
 	greedy.Account, greedy.User = "mylab", "ana"
 	plain := pending(2, tag)
 	plain.Account, plain.User = "mylab", "bob"
-	res := c.Step(snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, greedy, plain), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, greedy, plain), epoch, c.Solve)
 	js := c.jobs["1"]
 	if js.weight != siterules.DefaultMaxWeight || js.entity != "mylab" || c.graceOf(js) != siterules.DefaultMaxGrace {
 		t.Errorf("weight %v, entity %q, grace %v; want the site's bounds and the account", js.weight, js.entity, c.graceOf(js))
@@ -295,7 +295,7 @@ func TestUnreachableSLODegradesInsteadOfStalling(t *testing.T) {
 	feasible := pending(1, tag+" slo=30d")
 	// 100M steps in one minute: no GPU of the cluster can do it.
 	hopeless := pending(2, "gavel: model=resnet50-bs64 steps=100M slo=1m")
-	res := c.Step(snapshot(t, epoch, nodes, feasible, hopeless), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, feasible, hopeless), epoch, c.Solve)
 	if res.Skipped != "" {
 		t.Fatalf("round skipped: %s", res.Skipped)
 	}
@@ -320,9 +320,9 @@ func TestJobsThatCannotBeRequeuedAreNeverPreempted(t *testing.T) {
 		j.NoRequeue = true
 		return j
 	}
-	c.Step(snapshot(t, epoch, nodes, job(), pending(2, tag)), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, job(), pending(2, tag)), epoch, c.Solve)
 	now := epoch.Add(time.Minute)
-	res := c.Step(snapshot(t, now, nodes, job(), pending(2, tag)), now, c.Solve)
+	res := step(c, snapshot(t, now, nodes, job(), pending(2, tag)), now, c.Solve)
 	if got := actionsOf(res.Actions, 1); got != "" {
 		t.Errorf("a job that cannot be requeued got %q", got)
 	}

@@ -24,21 +24,21 @@ func TestDroppingTheTagDoesNotEscapePreemption(t *testing.T) {
 			nodes := []bridge.Node{node("a1", "v100", 1, 1)}
 			comment := tag + " preempt=checkpoint"
 			edited := "my job, do not touch"
-			c.Step(snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
+			step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
 			now := epoch.Add(time.Minute)
 			first := comment
 			if when == "before the signal" {
 				first = edited
 			}
-			res := c.Step(snapshot(t, now, nodes, running(1, first, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
+			res := step(c, snapshot(t, now, nodes, running(1, first, "a1", "v100", 0), pending(2, tag)), now, c.Solve)
 			var all []string
 			all = append(all, actionsOf(res.Actions, 1))
 			// Later rounds and grace checks: the owner's edit is in place.
 			for i := 1; i <= 3; i++ {
 				now = now.Add(10 * time.Second)
 				snap := snapshot(t, now, nodes, running(1, edited, "a1", "v100", 0), pending(2, tag))
-				all = append(all, actionsOf(c.Step(snap, now, c.Solve).Actions, 1))
-				all = append(all, actionsOf(c.Graces(snap, now.Add(6*time.Second)), 1))
+				all = append(all, actionsOf(step(c, snap, now, c.Solve).Actions, 1))
+				all = append(all, actionsOf(look(c, snap, now.Add(6*time.Second)), 1))
 			}
 			requeued := false
 			for _, a := range all {

@@ -26,17 +26,17 @@ func TestRoundDoesNotPreemptForAWaitingTEJob(t *testing.T) {
 	at := epoch
 	for i := 0; i < 10; i++ {
 		at = at.Add(20 * time.Second)
-		c.Step(snapshot(t, at, nodes, jobs...), at, c.Solve)
+		step(c, snapshot(t, at, nodes, jobs...), at, c.Solve)
 	}
 	teJob := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := at.Add(10 * time.Second)
-	first := signalled(c.Graces(snapshot(t, now, nodes, append(jobs, teJob)...), now))
+	first := signalled(look(c, snapshot(t, now, nodes, append(jobs, teJob)...), now))
 	if len(first) != 1 {
 		t.Fatalf("signalled %v, want one victim", first)
 	}
 	for k := 0; k < 3; k++ {
 		later := now.Add(time.Duration(20*(k+1)) * time.Second)
-		res := c.Step(snapshot(t, later, nodes, append(jobs, teJob)...), later, c.Solve)
+		res := step(c, snapshot(t, later, nodes, append(jobs, teJob)...), later, c.Solve)
 		dumpPlan(t, c)
 		if got := signalled(res.Actions); len(got) != 0 {
 			t.Errorf("round signalled %v while TE job 9 waits for victim %v", got, first)
@@ -60,17 +60,17 @@ func TestVictimOfACancelledTEJobRestartsAtOnce(t *testing.T) {
 	c := teSetup(t, nodes, jobs...)
 	teJob := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := epoch.Add(10 * time.Second)
-	if got := signalled(c.Graces(snapshot(t, now, nodes, append(jobs, teJob)...), now)); len(got) != 1 || got[0] != 1 {
+	if got := signalled(look(c, snapshot(t, now, nodes, append(jobs, teJob)...), now)); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("signalled %v, want job 1", got)
 	}
 	gone := teJob
 	gone.State = bridge.JobCancelled
 	later := now.Add(20 * time.Second)
-	res := c.Step(snapshot(t, later, nodes, jobs[0], gone), later, c.Solve)
+	res := step(c, snapshot(t, later, nodes, jobs[0], gone), later, c.Solve)
 	dumpPlan(t, c)
 	t.Logf("round actions for 1: %q, reason %q, phase %v", actionsOf(res.Actions, 1), c.jobs["1"].reason, c.jobs["1"].pre.phase)
 	end := now.Add(11 * time.Minute)
-	out := c.Graces(snapshot(t, end, nodes, jobs[0], gone), end)
+	out := look(c, snapshot(t, end, nodes, jobs[0], gone), end)
 	// It had the signal, so it is requeued (its script may wait for that),
 	// but restarted at once on the type the round keeps it on rather than
 	// held for a TE job that will never start.
@@ -90,7 +90,7 @@ func TestOverClaimedNodeIsNotPromisedTwice(t *testing.T) {
 	c := teSetup(t, nodes, jobs...)
 	teA := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := epoch.Add(10 * time.Second)
-	out := c.Graces(snapshot(t, now, nodes, append(jobs, teA)...), now)
+	out := look(c, snapshot(t, now, nodes, append(jobs, teA)...), now)
 	if got := signalled(out); len(got) != 0 {
 		t.Fatalf("TE job 9 fits: signalled %v", got)
 	}
@@ -102,7 +102,7 @@ func TestOverClaimedNodeIsNotPromisedTwice(t *testing.T) {
 	full := []bridge.Node{node("a1", "v100", 4, 4)}
 	teB := gpus(pending(10, "gavel: model=a3c class=te"), 2)
 	later := now.Add(5 * time.Second)
-	out = c.Graces(snapshot(t, later, full, append(jobs, teA, teB)...), later)
+	out = look(c, snapshot(t, later, full, append(jobs, teA, teB)...), later)
 	if got := signalled(out); len(got) != 0 {
 		t.Errorf("signalled %v for TE job 10: job 1's 2 GPUs are all TE job 9 has claimed on a1 (claims %+v)", got, c.teWaits)
 	}
@@ -120,7 +120,7 @@ func TestTEClaimOnACancelledPreemption(t *testing.T) {
 	at := epoch
 	var res Result
 	for i := 0; i < 20; i++ {
-		res = c.Step(snapshot(t, at, nodes, p, q), at, c.Solve)
+		res = step(c, snapshot(t, at, nodes, p, q), at, c.Solve)
 		if c.jobs["1"].pre.phase == inGrace {
 			break
 		}
@@ -137,13 +137,13 @@ func TestTEClaimOnACancelledPreemption(t *testing.T) {
 	qq.Held, qq.Priority, qq.Reason = false, RunPriority, "Resources"
 	te := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := at.Add(5 * time.Second)
-	out := c.Graces(snapshot(t, now, nodes, p, qq, te), now)
+	out := look(c, snapshot(t, now, nodes, p, qq, te), now)
 	t.Logf("look: %q / claims %+v", actionsOf(out, 9), c.teWaits)
 	// Job 2 is cancelled; the next round keeps job 1.
 	qc := qq
 	qc.State = bridge.JobCancelled
 	later := now.Add(15 * time.Second)
-	res = c.Step(snapshot(t, later, nodes, p, qc, te), later, c.Solve)
+	res = step(c, snapshot(t, later, nodes, p, qc, te), later, c.Solve)
 	dumpPlan(t, c)
 	t.Logf("job 1: phase %v reason %q", c.jobs["1"].pre.phase, c.jobs["1"].reason)
 	if c.jobs["1"].pre.phase == notPreempted {

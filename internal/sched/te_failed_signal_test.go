@@ -7,8 +7,8 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
-// The grace signal a look sends to a TE job's victim fails. NotApplied
-// takes the victim's grace period back, and with it the TE job's claim on
+// The grace signal a look sends to a TE job's victim fails. Committed as
+// refused, it starts no grace period for the victim, and with it goes the TE job's claim on
 // the victim's room, so the next look chooses again rather than leave the
 // TE job waiting for room that will not free.
 func TestFailedTESignalDropsTheClaim(t *testing.T) {
@@ -18,7 +18,8 @@ func TestFailedTESignalDropsTheClaim(t *testing.T) {
 	c := teSetup(t, nodes, job)
 	te := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := epoch.Add(10 * time.Second)
-	out := c.Graces(snapshot(t, now, nodes, job, te), now)
+	p := c.Look(snapshot(t, now, nodes, job, te), now)
+	out := p.Actions
 	var sig []Action
 	for _, a := range out {
 		if a.Kind == bridge.ActSignal {
@@ -28,7 +29,7 @@ func TestFailedTESignalDropsTheClaim(t *testing.T) {
 	if len(sig) != 1 || sig[0].Job != 1 {
 		t.Fatalf("look: %v, want job 1 signalled", out)
 	}
-	c.NotApplied(sig) // slurmrestd refused the signal
+	c.Commit(p, outcomesFor(p, sig)) // slurmrestd refused the signal
 	if c.jobs["1"].pre.phase != notPreempted {
 		t.Fatalf("failed signal left job 1 in phase %v", c.jobs["1"].pre.phase)
 	}
@@ -39,9 +40,9 @@ func TestFailedTESignalDropsTheClaim(t *testing.T) {
 		snap := snapshot(t, at, nodes, job, te)
 		var acts []Action
 		if i%4 == 3 {
-			acts = c.Step(snap, at, c.Solve).Actions
+			acts = step(c, snap, at, c.Solve).Actions
 		} else {
-			acts = c.Graces(snap, at)
+			acts = look(c, snap, at)
 		}
 		for _, a := range acts {
 			if a.Job == 1 && (a.Kind == bridge.ActSignal || a.Kind == bridge.ActRequeueHold) {

@@ -71,11 +71,11 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 			c := newCore(t, set)
 			c.SetPreemptionOff(tc.off)
 			nodes := []bridge.Node{node("a1", "v100", 4, 4)}
-			c.Step(snapshot(t, epoch, nodes, tc.running...), epoch, c.Solve)
+			step(c, snapshot(t, epoch, nodes, tc.running...), epoch, c.Solve)
 
 			teJob := twoGPUs(pending(9, te))
 			now := epoch.Add(10 * time.Second)
-			actions := c.Graces(snapshot(t, now, nodes, append(tc.running, teJob)...), now)
+			actions := look(c, snapshot(t, now, nodes, append(tc.running, teJob)...), now)
 			for id, want := range tc.want {
 				if got := actionsOf(actions, id); got != want {
 					t.Errorf("job %d: actions %q, want %q", id, got, want)
@@ -88,7 +88,7 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 			}
 			// The next look does not preempt again for the same job.
 			later := now.Add(5 * time.Second)
-			again := c.Graces(snapshot(t, later, nodes, append(tc.running, teJob)...), later)
+			again := look(c, snapshot(t, later, nodes, append(tc.running, teJob)...), later)
 			for _, a := range again {
 				if a.Kind == bridge.ActSignal || (a.Kind == bridge.ActRequeueHold && tc.want[a.Job] == "") {
 					t.Errorf("second look sent %s to job %d", a.Kind, a.Job)
@@ -109,9 +109,9 @@ func TestTrialAndErrorJobThatFitsPreemptsNothing(t *testing.T) {
 	c := newCore(t, set)
 	nodes := []bridge.Node{node("a1", "v100", 4, 1), node("b1", "k80", 4, 4)}
 	be := running(1, "gavel: model=resnet50-bs64 preempt=requeue", "a1", "v100", 0)
-	c.Step(snapshot(t, epoch, nodes, be), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, be), epoch, c.Solve)
 	teJob := pending(9, "gavel: model=resnet18-bs64 class=te")
-	actions := c.Graces(snapshot(t, epoch.Add(time.Second), nodes, be, teJob), epoch.Add(time.Second))
+	actions := look(c, snapshot(t, epoch.Add(time.Second), nodes, be, teJob), epoch.Add(time.Second))
 	if got := actionsOf(actions, 1); got != "" {
 		t.Errorf("running job: %q, want nothing", got)
 	}
@@ -138,15 +138,15 @@ func TestRoundLeavesAWaitingTrialAndErrorJobAlone(t *testing.T) {
 	nodes := []bridge.Node{node("a1", "v100", 2, 2), node("b1", "k80", 1, 0)}
 	be := running(1, "gavel: model=resnet50-bs64 preempt=checkpoint grace=1m", "a1", "v100", 0)
 	be.GPUs = 2
-	c.Step(snapshot(t, epoch, nodes, be), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, be), epoch, c.Solve)
 	teJob := pending(9, "gavel: model=resnet18-bs64 class=te")
 	teJob.GPUs = 2
 	now := epoch.Add(10 * time.Second)
-	if got := actionsOf(c.Graces(snapshot(t, now, nodes, be, teJob), now), 1); got != "signal:USR1" {
+	if got := actionsOf(look(c, snapshot(t, now, nodes, be, teJob), now), 1); got != "signal:USR1" {
 		t.Fatalf("victim: %q, want the grace signal", got)
 	}
 	later := now.Add(20 * time.Second)
-	res := c.Step(snapshot(t, later, nodes, be, teJob), later, c.Solve)
+	res := step(c, snapshot(t, later, nodes, be, teJob), later, c.Solve)
 	if got := actionsOf(res.Actions, 9); got != "" {
 		t.Errorf("round sent %q to the waiting TE job, want nothing", got)
 	}
@@ -165,7 +165,7 @@ func TestRoundLeavesAWaitingTrialAndErrorJobAlone(t *testing.T) {
 func teSetup(t *testing.T, nodes []bridge.Node, running ...bridge.Job) *Core {
 	t.Helper()
 	c := teCore(t)
-	c.Step(snapshot(t, epoch, nodes, running...), epoch, c.Solve)
+	step(c, snapshot(t, epoch, nodes, running...), epoch, c.Solve)
 	return c
 }
 
@@ -199,7 +199,7 @@ func TestTwoTrialAndErrorJobsClaimDifferentRooms(t *testing.T) {
 	c := teSetup(t, nodes, jobs...)
 	te := []bridge.Job{gpus(pending(9, "gavel: model=a3c class=te"), 2), gpus(pending(10, "gavel: model=a3c class=te"), 2)}
 	now := epoch.Add(10 * time.Second)
-	got := signalled(c.Graces(snapshot(t, now, nodes, append(jobs, te...)...), now))
+	got := signalled(look(c, snapshot(t, now, nodes, append(jobs, te...)...), now))
 	if len(got) != 2 || got[0] == got[1] {
 		t.Errorf("signalled %v, want jobs 1 and 2 once each", got)
 	}
@@ -224,7 +224,7 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 				roundRecords[r.JobID] = r
 			}
 			now := epoch.Add(10 * time.Second)
-			actions := c.Graces(snapshot(t, now, nodes, append(jobs, teJob)...), now)
+			actions := look(c, snapshot(t, now, nodes, append(jobs, teJob)...), now)
 			first := signalled(actions)
 			if len(first) != 1 {
 				t.Fatalf("signalled %v, want one victim", first)
@@ -246,7 +246,7 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 				restarted.RestoreJournal(entries, roundRecords)
 			}
 			later := now.Add(30 * time.Second)
-			res := restarted.Step(snapshot(t, later, nodes, append(jobs, teJob)...), later, restarted.Solve)
+			res := step(restarted, snapshot(t, later, nodes, append(jobs, teJob)...), later, restarted.Solve)
 			if got := signalled(res.Actions); len(got) != 0 {
 				t.Errorf("round after the restart signalled %v again", got)
 			}
@@ -261,9 +261,9 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 	}
 }
 
-// Abandon undoes a look between rounds whose actions could not be
-// journaled: the next look decides again, the same way.
-func TestAbandonedTrialAndErrorChoiceIsMadeAgain(t *testing.T) {
+// A look between rounds whose actions could not be journaled changes
+// nothing: the next look decides again, the same way.
+func TestUnsentTrialAndErrorChoiceIsMadeAgain(t *testing.T) {
 	const be = "gavel: model=resnet50-bs64 preempt=checkpoint"
 	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
 	jobs := []bridge.Job{gpus(running(1, be, "a1", "v100", 0), 2)}
@@ -271,11 +271,12 @@ func TestAbandonedTrialAndErrorChoiceIsMadeAgain(t *testing.T) {
 	teJob := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	now := epoch.Add(10 * time.Second)
 	snap := snapshot(t, now, nodes, append(jobs, teJob)...)
-	first := actionsOf(c.Graces(snap, now), 1)
-	c.Abandon()
-	again := actionsOf(c.Graces(snap, now.Add(time.Second)), 1)
+	p := c.Look(snap, now)
+	first := actionsOf(p.Actions, 1)
+	c.Commit(p, nil) // the journal write failed: nothing was sent
+	again := actionsOf(look(c, snap, now.Add(time.Second)), 1)
 	if first != "signal:USR1" || again != first {
-		t.Errorf("victim's actions %q, then after Abandon %q; want the signal both times", first, again)
+		t.Errorf("victim's actions %q, then after a look that sent nothing %q; want the signal both times", first, again)
 	}
 }
 
@@ -292,13 +293,13 @@ func TestTrialAndErrorRoomRespectsFeaturesAndTrust(t *testing.T) {
 	teJob := gpus(pending(9, "gavel: model=a3c class=te"), 2)
 	teJob.Constraints = "ib"
 	now := epoch.Add(10 * time.Second)
-	if got := signalled(c.Graces(snapshot(t, now, nodes, append(jobs, teJob)...), now)); len(got) != 1 || got[0] != 2 {
+	if got := signalled(look(c, snapshot(t, now, nodes, append(jobs, teJob)...), now)); len(got) != 1 || got[0] != 2 {
 		t.Errorf("signalled %v, want job 2, the one on the ib node", got)
 	}
 
 	c = teSetup(t, nodes, jobs...)
 	c.lastSkip = "another daemon sets priorities on these jobs"
-	if got := c.Graces(snapshot(t, now, nodes, append(jobs, teJob)...), now); len(got) != 0 {
+	if got := look(c, snapshot(t, now, nodes, append(jobs, teJob)...), now); len(got) != 0 {
 		t.Errorf("after a skipped round the look between rounds sent %v", got)
 	}
 }

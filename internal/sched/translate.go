@@ -179,20 +179,27 @@ func (c *Core) recheck(j bridge.Job, js *jobState, now time.Time) []Action {
 	return []Action{{Action: bridge.Action{Kind: bridge.ActBeginNow, Job: j.ID}, Why: "requeue delay set after the requeue", Restarts: j.Restarts}}
 }
 
-// Graces is the check between rounds, against a fresh snapshot: requeues
+// Look is the check between rounds, against a fresh snapshot: requeues
 // of grace periods that ended, of jobs that ended or requeued themselves
 // during theirs, rechecks of requeued jobs, trial-and-error jobs, and
-// waiting jobs started on GPUs freed since the round (refill.go).
-func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
-	if snap == nil {
-		return nil
+// waiting jobs started on GPUs freed since the round (refill.go). Like
+// Step it proposes and changes nothing until Commit.
+func (c *Core) Look(snap *bridge.Snapshot, now time.Time) *Proposal {
+	w := c.fork()
+	p := &Proposal{Round: c.round, next: w, snap: snap, now: now, look: true}
+	if snap != nil {
+		p.Actions = w.look(snap, now)
 	}
-	c.saveLedgers()
-	c.noteTypes(snap)
-	c.refreshTEClaims(snap, now)
+	return p
+}
+
+// look runs the check between rounds on the fork w.
+func (w *Core) look(snap *bridge.Snapshot, now time.Time) []Action {
+	w.noteTypes(snap)
+	w.refreshTEClaims(snap, now)
 	var out []Action
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, id := range w.order {
+		js := w.jobs[id]
 		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
 			continue
 		}
@@ -201,13 +208,13 @@ func (c *Core) Graces(snap *bridge.Snapshot, now time.Time) []Action {
 			continue // gone: the next round forgets it
 		}
 		if !js.recheckAt.IsZero() && !now.Before(js.recheckAt) {
-			out = append(out, c.recheck(j, js, now)...)
+			out = append(out, w.recheck(j, js, now)...)
 		}
-		out = append(out, c.advance(js, j, now, true)...)
+		out = append(out, w.advance(js, j, now, true)...)
 	}
-	out = append(out, c.trialAndError(snap, now)...)
-	out = append(out, c.refill(snap, out)...)
-	c.noteHolds(out)
+	out = append(out, w.trialAndError(snap, now)...)
+	out = append(out, w.refill(snap, out)...)
+	w.noteHolds(out)
 	return out
 }
 

@@ -2,6 +2,8 @@ package sched
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -16,10 +18,13 @@ const (
 	vanishMinimum  = 3
 )
 
-// distrust says why snap must not be acted on, or "" when it is usable.
-func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
+// distrust says why snap must not be acted on, or "" when it is usable,
+// and which managed jobs a next read must show missing again for them to
+// be taken as gone (suspects). vanished are the jobs an earlier read
+// showed missing; without them, the suspects of the last round count.
+func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause string, suspects map[string]bool) {
 	if snap == nil {
-		return "no snapshot", "snapshot_error"
+		return "no snapshot", "snapshot_error", c.suspects
 	}
 	gpus := 0
 	for _, n := range snap.Nodes {
@@ -28,7 +33,7 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 		}
 	}
 	if gpus == 0 {
-		return "no usable GPU node in the managed partitions", "no_nodes"
+		return "no usable GPU node in the managed partitions", "no_nodes", c.suspects
 	}
 	known := 0
 	for id := range c.jobs {
@@ -42,22 +47,27 @@ func (c *Core) distrust(snap *bridge.Snapshot) (why, cause string) {
 		// Trusted when a second read shows the same jobs gone: jobs that
 		// ended and were forgotten (MinJobAge), or were cancelled by
 		// their owner, stay gone; a broken answer rarely repeats itself.
-		confirmed := len(c.suspects) > 0
+		earlier := c.suspects
+		if vanished != nil {
+			earlier = map[string]bool{}
+			for _, id := range vanished {
+				earlier[id] = true
+			}
+		}
+		confirmed := len(earlier) > 0
 		for _, id := range gone {
-			confirmed = confirmed && c.suspects[id]
+			confirmed = confirmed && earlier[id]
 		}
 		if confirmed {
-			c.suspects = nil
-			return "", ""
+			return "", "", nil
 		}
-		c.suspects = map[string]bool{}
+		suspects = map[string]bool{}
 		for _, id := range gone {
-			c.suspects[id] = true
+			suspects[id] = true
 		}
-		return fmt.Sprintf("%d of %d managed jobs vanished from Slurm's answer at once", missing, known), "jobs_vanished"
+		return fmt.Sprintf("%d of %d managed jobs vanished from Slurm's answer at once", missing, known), "jobs_vanished", suspects
 	}
-	c.suspects = nil
-	return "", ""
+	return "", "", nil
 }
 
 // missingFrom lists the tracked jobs snap does not show.
@@ -75,11 +85,26 @@ func (c *Core) missingFrom(snap *bridge.Snapshot) []string {
 	return gone
 }
 
-// Check says why snap must not be acted on, or "" when it is usable; a
-// caller that gets cause "jobs_vanished" reads Slurm again: the same jobs
-// missing from the second read are taken as gone.
-func (c *Core) Check(snap *bridge.Snapshot) (why, cause string) {
-	return c.distrust(snap)
+// Trust is Check's judgement of a snapshot.
+type Trust struct {
+	// Why the snapshot must not be acted on, "" when it is usable; Cause
+	// is its short metric label.
+	Why, Cause string
+	// Vanished are the managed jobs the snapshot does not show when that
+	// is why (Cause "jobs_vanished"): the caller reads Slurm again and
+	// passes them to Step (Input.Vanished), which takes the same jobs
+	// missing again as gone.
+	Vanished []string
+}
+
+// Check judges snap as the next Step would, and changes nothing.
+func (c *Core) Check(snap *bridge.Snapshot) Trust {
+	why, cause, suspects := c.distrust(snap, nil)
+	t := Trust{Why: why, Cause: cause}
+	if cause == "jobs_vanished" {
+		t.Vanished = slices.Sorted(maps.Keys(suspects))
+	}
+	return t
 }
 
 // otherWriter says why it looks like another gavel-slurm daemon acts on

@@ -49,6 +49,10 @@ type JournalEntry struct {
 	Created time.Time
 	// Failed entries changed nothing in Slurm.
 	Failed bool
+	// Pending entries were journaled and perhaps sent, but their outcome
+	// was not recorded; Seq names them for reconciliation.
+	Pending bool
+	Seq     uint64
 	Action Action
 }
 
@@ -107,13 +111,6 @@ type TypeView struct {
 	CostPerHour      float64
 }
 
-// View rebuilds the status view of the round in res against snap, after
-// the shell changed what the round did (Abandon).
-func (c *Core) View(snap *bridge.Snapshot, now time.Time, res *Result) View {
-	res.Jobs, res.Managed = 0, 0
-	return c.view(snap, now, res)
-}
-
 // Refresh is the view of the last round, started at started, against a
 // newer snapshot: what status shows after the checks between rounds acted
 // (a job started on freed GPUs, room made for a trial-and-error job), so
@@ -130,7 +127,6 @@ func (c *Core) Refresh(snap *bridge.Snapshot, started time.Time) (View, bool) {
 
 // view builds the status view of the round in res.
 func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
-	c.lastSkip = res.Skipped
 	v := View{Round: c.round, Policy: c.set.Policy, Started: now, Length: c.set.Round,
 		AllocationComputed: c.allocationComputed, AllocationFallback: c.fallback, Skipped: res.Skipped, Allocation: c.allocation}
 	if snap == nil {

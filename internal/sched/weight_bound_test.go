@@ -22,7 +22,7 @@ func TestSiteWeightProductZeroesTheAllocation(t *testing.T) {
 	nodes := []bridge.Node{node("a1", "v100", 1, 0), node("b1", "k80", 1, 0)}
 	heavy := pending(3, tag)
 	heavy.Account, heavy.QOS = "lab", "high"
-	res := c.Step(snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), heavy, pending(4, tag)), epoch, c.Solve)
+	res := step(c, snapshot(t, epoch, nodes, pending(1, tag), pending(2, tag), heavy, pending(4, tag)), epoch, c.Solve)
 	total := 0.0
 	for _, jv := range res.View.Jobs {
 		for _, v := range jv.Allocation {

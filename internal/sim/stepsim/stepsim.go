@@ -365,10 +365,13 @@ func (r *run) round() error {
 	if err != nil {
 		return err
 	}
-	if _, cause := r.core.Check(snap); cause == "jobs_vanished" {
+	var vanished []string
+	if trust := r.core.Check(snap); trust.Cause == "jobs_vanished" {
 		snap, _ = r.slurm.Snapshot(context.Background())
+		vanished = trust.Vanished
 	}
-	res := r.core.Step(snap, r.now, r.core.Solve)
+	p := r.core.Step(sched.Input{Snap: snap, Now: r.now, Solve: r.core.Solve, Vanished: vanished})
+	res := r.core.Commit(p, make([]sched.Outcome, len(p.Actions)))
 	r.lastRound, r.refillAt = r.now, time.Time{} // the round places what completions freed
 	r.res.Rounds++
 	if res.Solved {
@@ -392,7 +395,9 @@ func (r *run) graces() error {
 	if err != nil {
 		return err
 	}
-	r.apply(r.core.Graces(snap, r.now))
+	p := r.core.Look(snap, r.now)
+	r.core.Commit(p, make([]sched.Outcome, len(p.Actions)))
+	r.apply(p.Actions)
 	return nil
 }
 
