@@ -53,7 +53,7 @@ type JournalEntry struct {
 	// was not recorded; Seq names them for reconciliation.
 	Pending bool
 	Seq     uint64
-	Action Action
+	Action  Action
 }
 
 // View is what status shows after a round: the round, every live job of
