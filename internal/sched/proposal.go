@@ -149,13 +149,21 @@ func (c *Core) Commit(p *Proposal, outcomes []Outcome) Result {
 // keepLedgers gives every job in next the ledger and status line it has
 // in c, the state before the proposal, and puts back the queued releases
 // and trial-and-error claims: none of the proposal's actions was sent.
-// Jobs the proposal took up keep theirs (no action went out for them).
+// Jobs the proposal took up keep what it saw of them (a hold adopted from
+// an admin, say), without the effects of the actions it gave them.
 func (c *Core) keepLedgers(next *Core, p *Proposal) {
 	for id, js := range next.jobs {
 		if before := c.jobs[id]; before != nil {
 			js.ledger, js.decision, js.reason = before.ledger, before.decision, before.reason
 		}
 	}
+	var newcomers []Action
+	for _, a := range p.Actions {
+		if id := a.Job.String(); next.jobs[id] != nil && c.jobs[id] == nil {
+			newcomers = append(newcomers, a)
+		}
+	}
+	c.settleMissed(next, p, newcomers)
 	next.released = append(next.released, p.releases...)
 	next.teWaits, next.teTried = maps.Clone(c.teWaits), maps.Clone(c.teTried)
 }

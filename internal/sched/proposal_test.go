@@ -1,0 +1,164 @@
+package sched
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// A round that preempts job 1 (a grace signal) and holds newcomer job 3,
+// committed with each outcome: the state moves only for what landed.
+func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
+	const comment = tag + " preempt=checkpoint"
+	nodes := []bridge.Node{node("a1", "v100", 1, 1)}
+	// propose builds the core up to the preempting round and proposes
+	// it; job 3 arrives in that round and waits.
+	propose := func(t *testing.T) (*Core, *Proposal) {
+		t.Helper()
+		c := newCore(t, settings())
+		step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
+		now := epoch.Add(time.Minute)
+		p := c.Step(Input{Snap: snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag), pending(3, tag)),
+			Now: now, Solve: c.Solve})
+		if got := actionsOf(p.Actions, 1); got != "signal:USR1" {
+			t.Fatalf("job 1 in the preempting round: %q, want its signal", got)
+		}
+		if got := actionsOf(p.Actions, 3); got != "hold" {
+			t.Fatalf("job 3 in the preempting round: %q, want its hold", got)
+		}
+		return c, p
+	}
+	tests := map[string]struct {
+		outcome Outcome
+		// wantGrace and wantHeld are job 1's grace period and the
+		// daemon's ownership of job 3's hold after the commit.
+		wantGrace, wantHeld bool
+	}{
+		"accepted": {outcome: Accepted, wantGrace: true, wantHeld: true},
+		"refused":  {outcome: Refused, wantGrace: false, wantHeld: false},
+		"unsent":   {outcome: Unsent, wantGrace: false, wantHeld: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, p := propose(t)
+			outcomes := make([]Outcome, len(p.Actions))
+			for i := range outcomes {
+				outcomes[i] = tc.outcome
+			}
+			res := c.Commit(p, outcomes)
+			if grace := c.jobs["1"].pre.phase == inGrace; grace != tc.wantGrace {
+				t.Errorf("job 1 in its grace period: %t, want %t", grace, tc.wantGrace)
+			}
+			if held := c.jobs["3"].heldByDaemon; held != tc.wantHeld {
+				t.Errorf("job 3's hold is the daemon's: %t, want %t", held, tc.wantHeld)
+			}
+			// The records persisted say the same as the state.
+			for _, r := range res.Records {
+				switch r.JobID {
+				case "1":
+					if (r.GracePhase == "grace") != tc.wantGrace {
+						t.Errorf("job 1's record: grace phase %q", r.GracePhase)
+					}
+				case "3":
+					if r.HeldByDaemon != tc.wantHeld {
+						t.Errorf("job 3's record: held by daemon %t", r.HeldByDaemon)
+					}
+				}
+			}
+			// Either way the round happened: its number and the jobs it
+			// took up are the core's.
+			if c.Round() != p.Round || !c.Tracks("3") {
+				t.Errorf("after the commit: round %d (proposal %d), tracks job 3 %t", c.Round(), p.Round, c.Tracks("3"))
+			}
+		})
+	}
+}
+
+// A proposal never committed (the daemon stopped between step and commit,
+// or a step was only looked at) leaves the core exactly as it was: the
+// same round proposed again gives the same actions.
+func TestUncommittedProposalChangesNothing(t *testing.T) {
+	const comment = tag + " preempt=checkpoint"
+	nodes := []bridge.Node{node("a1", "v100", 1, 1)}
+	c := newCore(t, settings())
+	step(c, snapshot(t, epoch, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag)), epoch, c.Solve)
+	now := epoch.Add(time.Minute)
+	snap := snapshot(t, now, nodes, running(1, comment, "a1", "v100", 0), pending(2, tag), pending(3, tag))
+	before := c.records(now)
+	beforeMech := c.mech.Save()
+
+	lost := c.Step(Input{Snap: snap, Now: now, Solve: c.Solve})
+	if len(lost.Actions) == 0 {
+		t.Fatal("the round proposes nothing; the test needs actions")
+	}
+	if after := c.records(now); !reflect.DeepEqual(before, after) {
+		t.Errorf("Step changed the core's records:\nbefore %+v\nafter  %+v", before, after)
+	}
+	if after := c.mech.Save(); !reflect.DeepEqual(beforeMech, after) {
+		t.Errorf("Step changed the round mechanism's state")
+	}
+	if c.Round() != lost.Round-1 {
+		t.Errorf("core at round %d after proposing round %d", c.Round(), lost.Round)
+	}
+	again := c.Step(Input{Snap: snap, Now: now, Solve: c.Solve})
+	if got, want := describeActions(again.Actions), describeActions(lost.Actions); got != want {
+		t.Errorf("the same round proposed again: %s, want %s", got, want)
+	}
+	c.Commit(again, accepted(again))
+	if c.jobs["1"].pre.phase != inGrace {
+		t.Errorf("job 1 after the committed round: phase %v, want in grace", c.jobs["1"].pre.phase)
+	}
+}
+
+// A look proposes like a step: nothing moves until it is committed, and a
+// proposal drawn from a state that has moved on is refused.
+func TestCommitRefusesAStaleProposal(t *testing.T) {
+	c := newCore(t, settings())
+	nodes := []bridge.Node{node("a1", "v100", 1, 0)}
+	snap := snapshot(t, epoch, nodes, pending(1, tag))
+	stale := c.Step(Input{Snap: snap, Now: epoch, Solve: c.Solve})
+	fresh := c.Look(snap, epoch)
+	c.Commit(fresh, accepted(fresh))
+	defer func() {
+		if recover() == nil {
+			t.Error("a proposal made before another commit was committed")
+		}
+	}()
+	c.Commit(stale, accepted(stale))
+}
+
+// The journal's entries still pending at start are proposed, not taken
+// for landed: reconciliation's verdicts decide what the core keeps.
+func TestJournalReplayIsCommittedWithReconciliationsVerdicts(t *testing.T) {
+	hold := func(id bridge.JobID, seq uint64) JournalEntry {
+		return JournalEntry{JobID: id.String(), Created: epoch, Pending: true, Seq: seq,
+			Action: Action{Action: bridge.Action{Kind: bridge.ActHold, Job: id}}}
+	}
+	c := newCore(t, settings())
+	c.Restore(map[string]Record{}, 1)
+	p := c.RestoreJournal([]JournalEntry{hold(1, 10), hold(2, 11)}, map[string]Record{})
+	if p == nil || !reflect.DeepEqual(p.Journal, []uint64{10, 11}) {
+		t.Fatalf("replay proposal %+v, want entries 10 and 11", p)
+	}
+	if c.Tracks("1") || c.Tracks("2") {
+		t.Fatal("pending journal entries were taken for landed before reconciliation")
+	}
+	c.Commit(p, []Outcome{Accepted, Refused})
+	if !c.jobs["1"].heldByDaemon {
+		t.Error("job 1, whose hold reconciliation found in Slurm, is not held by the daemon")
+	}
+	if js := c.jobs["2"]; js == nil || js.heldByDaemon {
+		t.Errorf("job 2, whose hold did not land: %+v, want tracked and not held by the daemon", js)
+	}
+}
+
+func describeActions(actions []Action) string {
+	parts := make([]string, len(actions))
+	for i, a := range actions {
+		parts[i] = a.Action.String()
+	}
+	return strings.Join(parts, " ")
+}
