@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -90,9 +91,18 @@ func New(deps Deps) (*Daemon, error) {
 	if deps.Core == nil || deps.Slurm == nil || deps.Store == nil || deps.Board == nil || deps.Clock == nil {
 		return nil, errors.New("daemon: core, slurm, store, board and clock are required")
 	}
-	records, corruptJobs, err := deps.Store.JobsChecked()
+	stored, corruptJobs, err := deps.Store.Jobs()
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
+	}
+	restored := make(map[string]sched.Record, len(stored))
+	for id, data := range stored {
+		var r sched.Record
+		if err := json.Unmarshal(data, &r); err != nil {
+			corruptJobs = append(corruptJobs, store.CorruptJob{JobID: id, Err: err})
+			continue
+		}
+		restored[id] = r
 	}
 	for _, c := range corruptJobs {
 		// One unreadable record must not keep the daemon from starting:
@@ -103,10 +113,6 @@ func New(deps Deps) (*Daemon, error) {
 	var round uint64
 	if err := deps.Store.GetMeta("round", &round); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("restore state: %w", err)
-	}
-	restored := make(map[string]sched.Record, len(records))
-	for id, r := range records {
-		restored[id] = fromStore(r)
 	}
 	deps.Core.Restore(restored, round)
 	var state State
@@ -686,11 +692,11 @@ func (d *Daemon) commitReplay(verdicts map[uint64]sched.Outcome) {
 // persist saves the round's job records and counters.
 func (d *Daemon) persist(res Result) {
 	meta := map[string]any{"round": res.Round, "core": res.State}
-	records := make([]store.JobRecord, len(res.Records))
+	jobs := make([]store.Job, len(res.Records))
 	for i, r := range res.Records {
-		records[i] = toStore(r)
+		jobs[i] = store.Job{ID: r.JobID, Value: r}
 	}
-	if err := d.Store.SaveRound(records, res.Forget, meta); err != nil {
+	if err := d.Store.SaveRound(jobs, res.Forget, meta); err != nil {
 		d.Log.Error().Err(err).Msg("persist round")
 	}
 	// Pruning reads the whole journal: once every pruneEvery rounds is

@@ -552,7 +552,7 @@ func TestReceivedTimeSurvivesRestart(t *testing.T) {
 	h.slurm.Finish(id, bridge.JobCompleted)
 	h.clock.now = h.clock.now.Add(20 * time.Second)
 	h.d.RunRound(context.Background())
-	if recs, _ := h.store.Jobs(); len(recs) != 0 {
+	if recs, _, _ := h.store.Jobs(); len(recs) != 0 {
 		t.Errorf("finished job still stored: %v", recs)
 	}
 }
@@ -733,14 +733,12 @@ func TestDaemonHoldsAreReleasedEvenAfterACrashBeforePersisting(t *testing.T) {
 	}
 	// The crash came after the hold was journaled and sent but before the
 	// round's records were saved: the record does not know the hold.
-	rec, ok, err := h.store.Job(second.String())
-	if err != nil || !ok {
-		t.Fatalf("record of job %d: %v %v", second, ok, err)
+	rec, ok := storedRecord(t, h.store, second.String())
+	if !ok {
+		t.Fatalf("no record of job %d", second)
 	}
 	rec.HeldByDaemon, rec.UpdatedAt = false, epoch.Add(-time.Minute)
-	if err := h.store.PutJobs([]store.JobRecord{rec}); err != nil {
-		t.Fatal(err)
-	}
+	storeRecords(t, h.store, rec)
 	h.restart()
 	h.startChosen()
 	// After a round of service for the first job, the second one is due;
@@ -837,14 +835,9 @@ func TestGraceSignalIsNotRepeatedAfterACrashBeforePersisting(t *testing.T) {
 	first, _ := h.preemptFirst()
 	// The crash came after the signal was journaled and sent but before
 	// the round's records were saved: the record knows no grace period.
-	rec, _, err := h.store.Job(first.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, _ := storedRecord(t, h.store, first.String())
 	rec.GraceStart, rec.UpdatedAt = time.Time{}, h.clock.now.Add(-20*time.Second)
-	if err := h.store.PutJobs([]store.JobRecord{rec}); err != nil {
-		t.Fatal(err)
-	}
+	storeRecords(t, h.store, rec)
 	h.restart()
 	h.clock.now = h.clock.now.Add(2 * time.Second)
 	h.d.RunRound(context.Background())

@@ -41,14 +41,12 @@ func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	var gone []store.JobRecord
+	var gone []sched.Record
 	for i := range 5 {
-		gone = append(gone, store.JobRecord{JobID: fmt.Sprint(4_000_000 + i), FirstSeen: time.Now().Add(-time.Hour),
+		gone = append(gone, sched.Record{JobID: fmt.Sprint(4_000_000 + i), FirstSeen: time.Now().Add(-time.Hour),
 			Received: map[string]float64{"k80": 600}, HeldByDaemon: true, UpdatedAt: time.Now().Add(-time.Minute)})
 	}
-	if err := st.PutJobs(gone); err != nil {
-		t.Fatal(err)
-	}
+	storeRecords(t, st, gone...)
 	table, err := throughputs.Reference()
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +69,7 @@ func TestJobsThatLeaveSlurmDoNotStallTheDaemon(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	records, err := st.Jobs()
+	records, _, err := st.Jobs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -302,7 +302,7 @@ func TestHoldOfAJobWithoutARecordIsOwnedAfterACrash(t *testing.T) {
 	if !h.job(second).Held {
 		t.Fatal("round 1 should hold the second job")
 	}
-	if err := h.store.DeleteJobs([]string{first.String(), second.String()}); err != nil {
+	if err := h.store.SaveRound(nil, []string{first.String(), second.String()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.restart()

@@ -84,7 +84,7 @@ func TestHoldsInAPartitionRemovedByAReloadAreReleased(t *testing.T) {
 	}
 	for _, id := range held {
 		if j := h.job(id); j.Held {
-			rec, tracked, _ := h.store.Job(id.String())
+			rec, tracked := storedRecord(t, h.store, id.String())
 			t.Errorf("job %d of the removed partition stays held (%s) by the daemon's hold; record kept: %v %+v", id, j.Reason, tracked, rec.HeldByDaemon)
 		}
 	}

@@ -34,36 +34,6 @@ const RunPriority = sched.RunPriority
 // NewCore returns a scheduling step for the settings (sched.NewCore).
 var NewCore = sched.NewCore
 
-// toStore is a step record as the store keeps it.
-func toStore(r sched.Record) store.JobRecord {
-	out := store.JobRecord{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
-		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
-		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, GraceForTE: r.GraceForTE, Preempt: r.Preempt,
-		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
-	if r.Estimates != nil {
-		out.Estimates = make(map[string]store.Estimate, len(r.Estimates))
-		for t, e := range r.Estimates {
-			out.Estimates[t] = store.Estimate{StepsPerSecond: e.StepsPerSecond, Source: e.Source}
-		}
-	}
-	return out
-}
-
-// fromStore is a stored record as the step takes it back.
-func fromStore(r store.JobRecord) sched.Record {
-	out := sched.Record{JobID: r.JobID, FirstSeen: r.FirstSeen, Received: r.Received,
-		LastDecision: r.LastDecision, Reason: r.Reason, GraceStart: r.GraceStart, GraceTarget: r.GraceTarget,
-		GracePhase: r.GracePhase, GraceRestarts: r.GraceRestarts, GraceForTE: r.GraceForTE, Preempt: r.Preempt,
-		HeldByDaemon: r.HeldByDaemon, UpdatedAt: r.UpdatedAt}
-	if r.Estimates != nil {
-		out.Estimates = make(map[string]sched.Estimate, len(r.Estimates))
-		for t, e := range r.Estimates {
-			out.Estimates[t] = sched.Estimate{StepsPerSecond: e.StepsPerSecond, Source: e.Source}
-		}
-	}
-	return out
-}
-
 // journalEntries decodes the journal for the step's replay; entries that
 // do not decode are left out (they changed nothing the step can know of).
 func journalEntries(entries []store.Entry) []sched.JournalEntry {

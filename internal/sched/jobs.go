@@ -423,16 +423,6 @@ func (c *Core) records(now time.Time) []Record {
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
 			rec.GraceForTE = js.pre.forTE
 		}
-		if len(js.throughputs) > 0 {
-			rec.Estimates = map[string]Estimate{}
-			for t, v := range js.throughputs {
-				source := js.source
-				if r, ok := js.perType[t]; ok {
-					source = r.Source + ": " + r.Detail
-				}
-				rec.Estimates[t] = Estimate{StepsPerSecond: v, Source: source}
-			}
-		}
 		out = append(out, rec)
 	}
 	return out

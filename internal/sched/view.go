@@ -11,36 +11,32 @@ import (
 // Record is what the step remembers about one managed job between rounds
 // and across restarts; the daemon persists it.
 type Record struct {
-	JobID string
+	JobID string `json:"job_id"`
 	// FirstSeen is when the job was first seen (its arrival for the
 	// policies).
-	FirstSeen time.Time
+	FirstSeen time.Time `json:"first_seen"`
 	// Received is the seconds of service on each GPU type since arrival.
-	Received map[string]float64
-	// Estimates is the job's throughput per GPU type.
-	Estimates map[string]Estimate
+	Received map[string]float64 `json:"received,omitempty"`
 	// LastDecision and Reason are the last round's decision and why.
-	LastDecision, Reason string
+	LastDecision string `json:"last_decision,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 	// GraceStart, GraceTarget, GracePhase and GraceRestarts are the
-	// preemption in progress (ledger.go); zero when none.
-	GraceStart    time.Time
-	GraceTarget   string
-	GracePhase    string
-	GraceRestarts int
+	// preemption in progress (ledger.go); zero when none. Kept so that a
+	// restart neither repeats the signal nor forgets the requeue.
+	GraceStart    time.Time `json:"grace_start,omitzero"`
+	GraceTarget   string    `json:"grace_target,omitempty"`
+	GracePhase    string    `json:"grace_phase,omitempty"`
+	GraceRestarts int       `json:"grace_restarts,omitempty"`
 	// GraceForTE is the trial-and-error job the preemption makes room
-	// for ("" for a round's preemption).
-	GraceForTE string
+	// for ("" for a round's preemption): after a restart the room stays
+	// claimed for it.
+	GraceForTE string `json:"grace_for_te,omitempty"`
 	// Preempt is the job's preemption mode from its tag, if any.
-	Preempt string
-	// HeldByDaemon is set while the job's hold is the daemon's.
-	HeldByDaemon bool
-	UpdatedAt    time.Time
-}
-
-// Estimate is one throughput estimate and where it came from.
-type Estimate struct {
-	StepsPerSecond float64
-	Source         string
+	Preempt string `json:"preempt,omitempty"`
+	// HeldByDaemon is set while the job's hold is the daemon's; other
+	// holds are the user's or an admin's and are left alone.
+	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // JournalEntry is one journaled action as RestoreJournal replays it.

@@ -30,7 +30,7 @@ func TestDamagedStateChild(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "open error: %v\n", err)
 		os.Exit(0)
 	}
-	_, err1 := s.Jobs()
+	_, _, err1 := s.Jobs()
 	_, _, err2 := s.RecentChecked(0)
 	fmt.Fprintf(os.Stderr, "read errors: %v %v\n", err1, err2)
 	s.Close()
@@ -43,11 +43,11 @@ func TestDamagedStateChild(t *testing.T) {
 func TestDamagedStateFileDoesNotCrash(t *testing.T) {
 	src := t.TempDir()
 	s := openTemp(t, src)
-	var recs []JobRecord
+	var recs []testRecord
 	for i := range 3000 {
-		recs = append(recs, JobRecord{JobID: strconv.Itoa(i), FirstSeen: t0, Reason: "some reason text that takes room", Received: map[string]float64{"v100": float64(i)}})
+		recs = append(recs, testRecord{JobID: strconv.Itoa(i), FirstSeen: t0, LastDecision: "some reason text that takes room", Received: map[string]float64{"v100": float64(i)}})
 	}
-	if err := s.PutJobs(recs); err != nil {
+	if err := s.SaveRound(jobsOf(recs...), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 500 {
@@ -116,7 +116,7 @@ func firstLine(b []byte) string {
 func TestOneDamagedJobRecordDoesNotHideTheOthers(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
-	if err := s.PutJobs([]JobRecord{{JobID: "17", FirstSeen: t0}, {JobID: "18", FirstSeen: t0}}); err != nil {
+	if err := s.SaveRound(jobsOf(testRecord{JobID: "17", FirstSeen: t0}, testRecord{JobID: "18", FirstSeen: t0}), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -125,11 +125,11 @@ func TestOneDamagedJobRecordDoesNotHideTheOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Jobs()
+	got, corrupt, err := s.Jobs()
 	if err != nil {
 		t.Fatalf("Jobs with one damaged record of three: %v", err)
 	}
-	if _, ok := got["17"]; !ok || len(got) < 2 {
-		t.Errorf("Jobs = %v, want 17 and 18 at least", got)
+	if _, ok := got["17"]; !ok || len(got) != 2 || len(corrupt) != 1 || corrupt[0].JobID != "19" {
+		t.Errorf("Jobs = %v, corrupt %v; want 17 and 18, and 19 reported", got, corrupt)
 	}
 }

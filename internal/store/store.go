@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -168,83 +169,36 @@ func (s *Store) Close() error { return s.db.Close() }
 // Path is the database file's path.
 func (s *Store) Path() string { return s.db.Path() }
 
-// Estimate is one throughput value with where it came from (a collector
-// measurement, the reference table, a default), so status can say how much
-// to trust it.
-type Estimate struct {
-	StepsPerSecond float64 `json:"steps_per_second"`
-	Source         string  `json:"source"`
+// Job is one job's record as the daemon hands it over: the store keeps
+// Value JSON-encoded under ID and does not interpret it, as it keeps the
+// journal's payloads.
+type Job struct {
+	ID    string
+	Value any
 }
 
-// JobRecord is what the daemon remembers about one managed job between
-// rounds and across restarts.
-type JobRecord struct {
-	JobID string `json:"job_id"`
-	// FirstSeen is when the daemon first saw the job (its arrival for
-	// the policies).
-	FirstSeen time.Time `json:"first_seen"`
-	// Received is the seconds of service the job has had on each GPU
-	// type since it arrived.
-	Received map[string]float64 `json:"received,omitempty"`
-	// Steps is the number of training steps done, when known.
-	Steps float64 `json:"steps,omitempty"`
-	// Estimates is the job's throughput per GPU type.
-	Estimates map[string]Estimate `json:"estimates,omitempty"`
-	// LastDecision is the round mechanism's last decision for the job
-	// (run, extend, wait, preempt, ...) and Reason says why.
-	LastDecision string `json:"last_decision,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-	// GraceStart is when the preemption signal was sent to the running
-	// job (zero when it is not being preempted) and GraceTarget the type
-	// it restarts on; kept so a restart neither repeats the signal nor
-	// forgets the requeue.
-	GraceStart  time.Time `json:"grace_start,omitzero"`
-	GraceTarget string    `json:"grace_target,omitempty"`
-	// GracePhase is where the preemption stands ("grace": signalled,
-	// "requeued": the requeue went out) and GraceRestarts Slurm's restart
-	// count when it started, which tells a landed requeue.
-	GracePhase    string `json:"grace_phase,omitempty"`
-	GraceRestarts int    `json:"grace_restarts,omitempty"`
-	// GraceForTE is the trial-and-error job the preemption makes room
-	// for, if any: after a restart the room stays claimed for it.
-	GraceForTE string `json:"grace_for_te,omitempty"`
-	// Preempt is the job's preemption mode from its tag, if any.
-	Preempt string `json:"preempt,omitempty"`
-	// HeldByDaemon is set while the job's hold is one the daemon sent;
-	// other holds are the user's and are left alone.
-	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
-}
-
-// PutJobs writes the records in one transaction, replacing earlier ones.
-func (s *Store) PutJobs(records []JobRecord) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error { return putJobs(tx, records) }); err != nil {
-		return fmt.Errorf("store jobs: %w", err)
-	}
-	return nil
-}
-
-func putJobs(tx *bolt.Tx, records []JobRecord) error {
+func putJobs(tx *bolt.Tx, jobs []Job) error {
 	b := tx.Bucket(bucketJobs)
-	for _, r := range records {
-		if r.JobID == "" {
+	for _, j := range jobs {
+		if j.ID == "" {
 			return errors.New("job record without a job id")
 		}
-		data, err := json.Marshal(r)
+		data, err := json.Marshal(j.Value)
 		if err != nil {
-			return fmt.Errorf("encode job %s: %w", r.JobID, err)
+			return fmt.Errorf("encode job %s: %w", j.ID, err)
 		}
-		if err := b.Put([]byte(r.JobID), data); err != nil {
-			return fmt.Errorf("write job %s: %w", r.JobID, err)
+		if err := b.Put([]byte(j.ID), data); err != nil {
+			return fmt.Errorf("write job %s: %w", j.ID, err)
 		}
 	}
 	return nil
 }
 
-// SaveRound writes a round's state in one transaction: the job records,
-// the jobs to forget and the meta values. One transaction means one
-// fsync, and a crash leaves either the whole round saved or none of it.
-func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]any) error {
+// SaveRound writes a round's state in one transaction: the job records
+// (replacing earlier ones), the jobs to forget (unknown ids are ignored)
+// and the meta values. One transaction means one fsync, and a crash
+// leaves either the whole round saved or none of it.
+func (s *Store) SaveRound(jobs []Job, forget []string, meta map[string]any) error {
 	encoded := make(map[string][]byte, len(meta))
 	for k, v := range meta {
 		data, err := json.Marshal(v)
@@ -254,7 +208,7 @@ func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]
 		encoded[k] = data
 	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := putJobs(tx, records); err != nil {
+		if err := putJobs(tx, jobs); err != nil {
 			return err
 		}
 		if err := deleteJobs(tx, forget); err != nil {
@@ -273,14 +227,6 @@ func (s *Store) SaveRound(records []JobRecord, forget []string, meta map[string]
 	return nil
 }
 
-// DeleteJobs forgets finished jobs. Unknown ids are ignored.
-func (s *Store) DeleteJobs(ids []string) error {
-	if err := s.db.Update(func(tx *bolt.Tx) error { return deleteJobs(tx, ids) }); err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	return nil
-}
-
 func deleteJobs(tx *bolt.Tx, ids []string) error {
 	b := tx.Bucket(bucketJobs)
 	for _, id := range ids {
@@ -291,42 +237,20 @@ func deleteJobs(tx *bolt.Tx, ids []string) error {
 	return nil
 }
 
-// Job returns one record; ok is false when the job is unknown.
-func (s *Store) Job(id string) (rec JobRecord, ok bool, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
-		data := tx.Bucket(bucketJobs).Get([]byte(id))
-		if data == nil {
-			return nil
-		}
-		ok = true
-		return json.Unmarshal(data, &rec)
-	})
-	if err != nil {
-		return JobRecord{}, false, fmt.Errorf("read job %s: %w", id, err)
-	}
-	return rec, ok, nil
-}
-
-// Jobs returns every readable record, keyed by job id.
-func (s *Store) Jobs() (map[string]JobRecord, error) {
-	out, _, err := s.JobsChecked()
-	return out, err
-}
-
-// JobsChecked returns every readable record, keyed by job id, and says
-// which could not be read: one damaged record (a torn value, another
-// build's layout) loses that job's history, not every job's.
-func (s *Store) JobsChecked() (map[string]JobRecord, []CorruptJob, error) {
-	out := map[string]JobRecord{}
+// Jobs returns every job record as it was saved, keyed by job id, and says
+// which could not be read: one damaged record (a torn value) loses that
+// job's history, not every job's. The caller decodes the records and
+// treats one that does not decode the same way.
+func (s *Store) Jobs() (map[string]json.RawMessage, []CorruptJob, error) {
+	out := map[string]json.RawMessage{}
 	var corrupt []CorruptJob
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
-			var r JobRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				corrupt = append(corrupt, CorruptJob{JobID: string(k), Err: err})
+			if !json.Valid(v) {
+				corrupt = append(corrupt, CorruptJob{JobID: string(k), Err: errors.New("not a JSON value")})
 				return nil
 			}
-			out[string(k)] = r
+			out[string(k)] = json.RawMessage(slices.Clone(v)) // v is valid only inside the transaction
 			return nil
 		})
 	})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,16 +28,52 @@ func openTemp(t *testing.T, dir string) *Store {
 	return s
 }
 
+// testRecord stands for the daemon's job record, which the store keeps
+// without interpreting it.
+type testRecord struct {
+	JobID        string             `json:"job_id"`
+	FirstSeen    time.Time          `json:"first_seen"`
+	Received     map[string]float64 `json:"received,omitempty"`
+	LastDecision string             `json:"last_decision,omitempty"`
+	UpdatedAt    time.Time          `json:"updated_at"`
+}
+
+// jobsOf saves recs as one round's records.
+func jobsOf(recs ...testRecord) []Job {
+	out := make([]Job, len(recs))
+	for i, r := range recs {
+		out[i] = Job{ID: r.JobID, Value: r}
+	}
+	return out
+}
+
+// readJobs reads and decodes every record.
+func readJobs(t *testing.T, s *Store) map[string]testRecord {
+	t.Helper()
+	raw, corrupt, err := s.Jobs()
+	if err != nil || len(corrupt) > 0 {
+		t.Fatalf("Jobs: %v, corrupt %v", err, corrupt)
+	}
+	out := map[string]testRecord{}
+	for id, data := range raw {
+		var r testRecord
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatalf("record %s: %v", id, err)
+		}
+		out[id] = r
+	}
+	return out
+}
+
 func TestJobsSurviveReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := openTemp(t, dir)
-	recs := []JobRecord{
-		{JobID: "17", FirstSeen: t0, Received: map[string]float64{"v100": 360, "k80": 720}, Steps: 1200,
-			Estimates:    map[string]Estimate{"v100": {StepsPerSecond: 9.5, Source: "table:ResNet-50 (batch size 64)"}},
-			LastDecision: "run", Reason: "highest priority on v100", UpdatedAt: t0.Add(time.Hour)},
+	recs := []testRecord{
+		{JobID: "17", FirstSeen: t0, Received: map[string]float64{"v100": 360, "k80": 720},
+			LastDecision: "run", UpdatedAt: t0.Add(time.Hour)},
 		{JobID: "18", FirstSeen: t0.Add(time.Minute), UpdatedAt: t0},
 	}
-	if err := s.PutJobs(recs); err != nil {
+	if err := s.SaveRound(jobsOf(recs...), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -45,34 +82,29 @@ func TestJobsSurviveReopen(t *testing.T) {
 
 	s = openTemp(t, dir)
 	defer s.Close()
-	got, err := s.Jobs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]JobRecord{"17": recs[0], "18": recs[1]}
+	got := readJobs(t, s)
+	want := map[string]testRecord{"17": recs[0], "18": recs[1]}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Jobs after reopen:\n got %+v\nwant %+v", got, want)
 	}
-	if err := s.DeleteJobs([]string{"17", "unknown"}); err != nil {
+	if err := s.SaveRound(nil, []string{"17", "unknown"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := s.Job("17"); err != nil || ok {
-		t.Errorf("deleted job still there (ok=%v err=%v)", ok, err)
-	}
-	if r, ok, err := s.Job("18"); err != nil || !ok || r.JobID != "18" {
-		t.Errorf("Job(18) = %+v %v %v", r, ok, err)
+	got = readJobs(t, s)
+	if _, ok := got["17"]; ok || got["18"].JobID != "18" {
+		t.Errorf("after forgetting 17: %+v", got)
 	}
 }
 
-func TestPutJobsRejectsEmptyID(t *testing.T) {
+func TestSaveRoundRejectsEmptyID(t *testing.T) {
 	s := openTemp(t, t.TempDir())
 	defer s.Close()
-	if err := s.PutJobs([]JobRecord{{JobID: "1"}, {}}); err == nil {
+	if err := s.SaveRound([]Job{{ID: "1", Value: testRecord{JobID: "1"}}, {Value: testRecord{}}}, nil, nil); err == nil {
 		t.Fatal("a record without id was accepted")
 	}
 	// The transaction is all or nothing: job 1 must not have been written.
-	if _, ok, _ := s.Job("1"); ok {
-		t.Error("partial write of a failed batch")
+	if got := readJobs(t, s); len(got) != 0 {
+		t.Errorf("partial write of a failed batch: %+v", got)
 	}
 }
 
@@ -413,17 +445,17 @@ func TestBatchIntentsAndSettle(t *testing.T) {
 func TestSaveRoundIsOneTransaction(t *testing.T) {
 	dir := t.TempDir()
 	s := openTemp(t, dir)
-	if err := s.PutJobs([]JobRecord{{JobID: "1", UpdatedAt: t0}, {JobID: "2", UpdatedAt: t0}}); err != nil {
+	if err := s.SaveRound(jobsOf(testRecord{JobID: "1", UpdatedAt: t0}, testRecord{JobID: "2", UpdatedAt: t0}), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveRound([]JobRecord{{JobID: "2", LastDecision: "run", UpdatedAt: t0}, {JobID: "3", UpdatedAt: t0}},
+	if err := s.SaveRound(jobsOf(testRecord{JobID: "2", LastDecision: "run", UpdatedAt: t0}, testRecord{JobID: "3", UpdatedAt: t0}),
 		[]string{"1"}, map[string]any{"round": 7}); err != nil {
 		t.Fatal(err)
 	}
 	// A failure at the last write (bbolt refuses an empty key) undoes the
 	// whole round: the records and the forget written before it do not
 	// land either.
-	if err := s.SaveRound([]JobRecord{{JobID: "4", UpdatedAt: t0}}, []string{"2"}, map[string]any{"": 8}); err == nil {
+	if err := s.SaveRound(jobsOf(testRecord{JobID: "4", UpdatedAt: t0}), []string{"2"}, map[string]any{"": 8}); err == nil {
 		t.Fatal("a meta value without a key was accepted")
 	}
 	if err := s.Close(); err != nil {
@@ -431,10 +463,7 @@ func TestSaveRoundIsOneTransaction(t *testing.T) {
 	}
 	s = openTemp(t, dir)
 	defer s.Close()
-	jobs, err := s.Jobs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs := readJobs(t, s)
 	if len(jobs) != 2 || jobs["2"].LastDecision != "run" || jobs["3"].JobID != "3" {
 		t.Errorf("jobs after SaveRound: %+v", jobs)
 	}
