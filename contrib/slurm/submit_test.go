@@ -2,7 +2,8 @@ package slurmcontrib
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -180,7 +181,7 @@ func (c jobCase) chunk() string {
 	b.WriteString("return {")
 	fmt.Fprintf(&b, "settings = %s, ", luaValue(c.settings))
 	b.WriteString("part_list = {")
-	for _, name := range sortedKeys(parts) {
+	for _, name := range slices.Sorted(maps.Keys(parts)) {
 		fmt.Fprintf(&b, "[%s] = %s, ", luaValue(name), luaValue(parts[name]))
 	}
 	b.WriteString("}, ")
@@ -195,15 +196,6 @@ func (c jobCase) chunk() string {
 	}
 	b.WriteString("}")
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // luaValue writes v as a Lua literal; strings byte by byte, in decimal
@@ -233,7 +225,7 @@ func luaValue(v any) string {
 	case fields:
 		var b strings.Builder
 		b.WriteByte('{')
-		for _, k := range sortedKeys(v) {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			fmt.Fprintf(&b, "[%s] = %s, ", luaValue(k), luaValue(v[k]))
 		}
 		b.WriteByte('}')

@@ -1,7 +1,8 @@
 package api
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,11 +135,11 @@ func (m *Metrics) ObserveStatus(s Status) {
 			managed = "true"
 		}
 		m.jobs.WithLabelValues(j.State, j.GPUType, managed).Inc()
-		for _, t := range sortedKeys(j.Allocation) {
+		for _, t := range slices.Sorted(maps.Keys(j.Allocation)) {
 			m.jobAllocation.WithLabelValues(j.JobID, t).Set(j.Allocation[t])
 		}
 		if j.SinceArrival > 0 {
-			for _, t := range sortedKeys(j.Received) {
+			for _, t := range slices.Sorted(maps.Keys(j.Received)) {
 				m.jobReceived.WithLabelValues(j.JobID, t).Set(j.Received[t] / j.SinceArrival)
 			}
 		}
@@ -156,13 +157,4 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

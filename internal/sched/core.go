@@ -22,7 +22,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -331,7 +330,7 @@ func checkPrices(set Settings) error {
 			return fmt.Errorf("cluster.cost_per_gpu_hour has no price for %s", t)
 		}
 	}
-	for _, t := range sortedKeys(set.CostPerGPUHour) {
+	for _, t := range slices.Sorted(maps.Keys(set.CostPerGPUHour)) {
 		if v := set.CostPerGPUHour[t]; !(v > 0) {
 			return fmt.Errorf("cluster.cost_per_gpu_hour.%s is %v: prices must be positive", t, v)
 		}
@@ -612,15 +611,6 @@ func copyMap(m map[string]float64) map[string]float64 {
 		out[k] = v
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // describe renders a plan decision's reason, prefixed by its action.

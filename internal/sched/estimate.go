@@ -48,7 +48,7 @@ func (c *Core) rates(j bridge.Job, now time.Time) (model string, rates map[strin
 // summarize is one line on where a job's rates come from: the detail
 // they share, or each type's source.
 func summarize(per map[string]Rate) string {
-	types := sortedKeys(per)
+	types := slices.Sorted(maps.Keys(per))
 	same := true
 	for _, t := range types {
 		same = same && per[t].Detail == per[types[0]].Detail

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,7 +44,7 @@ type mixChoice struct {
 
 // describeCounts renders type counts as status shows them: "2 k80 + 2 v100".
 func describeCounts(counts map[string]int) string {
-	types := sortedKeys(counts)
+	types := slices.Sorted(maps.Keys(counts))
 	parts := make([]string, len(types))
 	for i, t := range types {
 		parts[i] = fmt.Sprintf("%d %s", counts[t], t)
@@ -60,7 +61,7 @@ func shapeFor(job bridge.JobID, parts []hadar.Part, gpus int) bridge.Action {
 		servers[p.Type]++
 		even = even && p.GPUs == parts[0].GPUs
 	}
-	types := sortedKeys(servers)
+	types := slices.Sorted(maps.Keys(servers))
 	if even {
 		a.GPUsPerNode = parts[0].GPUs
 		terms := make([]string, len(types))
@@ -374,7 +375,7 @@ func (c *Core) creditMix(js *jobState, j bridge.Job, mix map[string]int, d time.
 		total += n
 	}
 	var out []rounds.Usage
-	for _, t := range sortedKeys(mix) {
+	for _, t := range slices.Sorted(maps.Keys(mix)) {
 		s := d.Seconds() * float64(mix[t]) / float64(total)
 		js.received[t] += s
 		out = append(out, rounds.Usage{Key: js.id, Type: t, Seconds: s})

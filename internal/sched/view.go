@@ -2,6 +2,8 @@ package sched
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -245,7 +247,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 		}
 		v.Jobs = append(v.Jobs, jv)
 	}
-	for _, t := range sortedKeys(summary) {
+	for _, t := range slices.Sorted(maps.Keys(summary)) {
 		v.Types = append(v.Types, *summary[t])
 	}
 	return v

@@ -13,8 +13,8 @@ package siterules
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -389,7 +389,7 @@ func (r Rules) Validate() error {
 		}
 	}
 	checkLimits("limits.", r.Limits)
-	for _, p := range sortedKeys(r.Partitions) {
+	for _, p := range slices.Sorted(maps.Keys(r.Partitions)) {
 		checkLimits("limits.partition."+p+".", r.Partitions[p])
 	}
 	if r.EntitiesFrom != "" {
@@ -397,7 +397,7 @@ func (r Rules) Validate() error {
 			bad("entities.from", "%v", err)
 		}
 	}
-	for _, a := range sortedKeys(r.AccountEntities) {
+	for _, a := range slices.Sorted(maps.Keys(r.AccountEntities)) {
 		if len(r.AccountEntities[a]) == 0 {
 			bad("entities.account_map."+a, "names no entity")
 		}
@@ -408,7 +408,7 @@ func (r Rules) Validate() error {
 		}
 	}
 	checkWeights := func(prefix string, m map[string]float64) {
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if v := m[k]; !(v >= minWeight && v <= maxWeight) {
 				bad(prefix+k, "%g is not between %g and %g", v, minWeight, maxWeight)
 			}
@@ -417,13 +417,4 @@ func (r Rules) Validate() error {
 	checkWeights("weights.account.", r.AccountWeights)
 	checkWeights("weights.qos.", r.QOSWeights)
 	return errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

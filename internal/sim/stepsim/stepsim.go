@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -160,7 +161,7 @@ func newRun(cfg Config) (*run, error) {
 	}
 	r := &run{cfg: cfg, now: epoch, jobs: map[bridge.JobID]*job{}, res: &sim.Result{Policy: cfg.Policy}}
 	r.slurm = fake.New(func() time.Time { return r.now })
-	for _, t := range sortedKeys(cfg.GPUs) {
+	for _, t := range slices.Sorted(maps.Keys(cfg.GPUs)) {
 		per := cfg.GPUsPerServer[t]
 		if per <= 0 {
 			per = 4
@@ -510,7 +511,7 @@ func place(nodes []bridge.Node, free map[string]int, want string, gpus int) []st
 				byType[n.GPUType] = append(byType[n.GPUType], n.Name)
 			}
 		}
-		for _, t := range sortedKeys(byType) {
+		for _, t := range slices.Sorted(maps.Keys(byType)) {
 			if names := byType[t]; len(names) >= gpus/per {
 				names = names[:gpus/per]
 				for _, name := range names {
@@ -521,15 +522,6 @@ func place(nodes []bridge.Node, free map[string]int, want string, gpus int) []st
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // result fills the measurements of the run.
