@@ -220,9 +220,6 @@ type Core struct {
 	// foreignRounds counts the rounds in a row in which another daemon's
 	// run priority was seen (otherWriter).
 	foreignRounds int
-	// mixes are the mixes of GPU types chosen this round for waiting
-	// mixed=ok jobs, by job id (mixed.go).
-	mixes map[string]mixChoice
 	// teRoom are the trial-and-error jobs room was made for, with their
 	// users, while they live (TESettings.MaxPerUser counts them).
 	teRoom map[string]string
@@ -468,12 +465,12 @@ func (w *Core) step(in Input, p *Proposal) {
 		return
 	}
 	w.plan = plan
-	w.mixes = w.placeMixes(snap, plan)
+	mixes := w.placeMixes(snap, plan)
 
 	// 6. Actions: what makes Slurm match the plan, then the releases
 	// queued for jobs no longer tracked.
 	p.Actions, p.Preemptions = w.translate(snap, plan, now)
-	p.Actions = w.applyMixes(snap, p.Actions)
+	p.Actions = w.applyMixes(snap, mixes, p.Actions)
 	// Releases found in a round that stopped early wait for this one;
 	// only those whose job is still held go out.
 	for _, r := range w.released {

@@ -31,11 +31,16 @@ func TestPlaceMixesProperties(t *testing.T) {
 			j.GPUsPerNode, j.Nodes = j.GPUs, 1
 			jobs = append(jobs, j)
 		}
-		step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
-		if len(c.mixes) > 0 {
+		snap := snapshot(t, epoch, nodes, jobs...)
+		step(c, snap, epoch, c.Solve)
+		var mixes map[string]mixChoice
+		if c.plan != nil {
+			mixes = c.placeMixes(snap, c.plan) // the mixes the round chose
+		}
+		if len(mixes) > 0 {
 			mixedRounds++
 		}
-		if len(c.mixes) == 0 || c.plan == nil {
+		if len(mixes) == 0 || c.plan == nil {
 			continue
 		}
 		idle, err := hadar.NewIdle(c.idleAfter(c.plan))
@@ -47,7 +52,7 @@ func TestPlaceMixesProperties(t *testing.T) {
 			free[s.Type] += len(s.GPUs)
 		}
 		used := map[string]int{}
-		for id, m := range c.mixes {
+		for id, m := range mixes {
 			n := 0
 			for typ, k := range m.counts {
 				used[typ] += k
@@ -59,7 +64,7 @@ func TestPlaceMixesProperties(t *testing.T) {
 		}
 		for typ, k := range used {
 			if k > free[typ] {
-				t.Fatalf("seed %d: %d %s used by mixes, %d idle (%v)", seed, k, typ, free[typ], c.mixes)
+				t.Fatalf("seed %d: %d %s used by mixes, %d idle (%v)", seed, k, typ, free[typ], mixes)
 			}
 		}
 	}

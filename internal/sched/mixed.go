@@ -336,7 +336,7 @@ func nodeTypes(snap *bridge.Snapshot) map[string]string {
 // applyMixes turns the round's actions for the jobs given a mix from a
 // hold into the mix's actions, and says so in their status; a job
 // running on a mix is shown as such.
-func (c *Core) applyMixes(snap *bridge.Snapshot, actions []Action) []Action {
+func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[string]mixChoice, actions []Action) []Action {
 	types := nodeTypes(snap)
 	for _, id := range c.order {
 		js := c.jobs[id]
@@ -351,7 +351,7 @@ func (c *Core) applyMixes(snap *bridge.Snapshot, actions []Action) []Action {
 			js.decision, js.reason = rounds.Keep.String(), "running on a mix: "+describeCounts(mix)
 			continue
 		}
-		m, ok := c.mixes[id]
+		m, ok := mixes[id]
 		if !ok {
 			continue
 		}

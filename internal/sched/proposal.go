@@ -266,11 +266,6 @@ func (c *Core) fork() *Core {
 	for t, nodes := range c.typeNodes {
 		w.typeNodes[t] = slices.Clone(nodes)
 	}
-	w.mixes = make(map[string]mixChoice, len(c.mixes))
-	for id, m := range c.mixes {
-		m.counts = maps.Clone(m.counts)
-		w.mixes[id] = m
-	}
 	w.teRoom = maps.Clone(c.teRoom)
 	w.arrayLimits = maps.Clone(c.arrayLimits)
 	if c.restored != nil {
