@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -60,6 +61,28 @@ func ConstraintType(c string, isType func(string) bool) string {
 		}
 	}
 	return ""
+}
+
+// typeIndex is the GPU types the core knows and their nodes.
+type typeIndex struct {
+	// gpuTypes are the GPU type names seen on nodes or configured; a
+	// constraint term naming one is the daemon's choice.
+	gpuTypes map[string]bool
+	// typeList is gpuTypes sorted (knownTypes, addTypes).
+	typeList []string
+	// typeNodes are the latest snapshot's nodes by GPU type.
+	typeNodes map[string][]bridge.Node
+	// typesSig describes the known types and their nodes' features
+	// (refreshRates compares it).
+	typesSig string
+}
+
+func (x typeIndex) clone() typeIndex {
+	nodes := make(map[string][]bridge.Node, len(x.typeNodes))
+	for t, n := range x.typeNodes {
+		nodes[t] = slices.Clone(n)
+	}
+	return typeIndex{gpuTypes: maps.Clone(x.gpuTypes), typeList: slices.Clone(x.typeList), typeNodes: nodes, typesSig: x.typesSig}
 }
 
 // noteTypes records the GPU type names of the snapshot's nodes (down ones

@@ -153,87 +153,90 @@ type jobState struct {
 }
 
 // Core is the pure scheduling state of the daemon. One goroutine drives
-// it.
+// it. Its state is split into parts, each owned by the file that changes
+// it and copied by its own clone when a step forks the core
+// (proposal.go):
+//
+//   - jobTable (jobs.go): the managed jobs, each with its ledger;
+//   - roundState (core.go): the round mechanism, its clock and plan;
+//   - allocationState (fallback.go): the allocation in force and the
+//     policy's failures;
+//   - typeIndex (constraint.go): the GPU types and their nodes;
+//   - trustState (trust.go): what makes a snapshot or a round suspect;
+//   - teClaims (te.go): room claimed for trial-and-error jobs;
+//   - releaseQueue (jobs.go): releases owed to jobs no longer tracked;
+//   - arrayLimits (arrays.go): the job arrays' own limits.
 type Core struct {
 	set Settings
 	pol policy.Policy
 	est Estimator
+	// standIn computes the allocation when the configured policy fails.
+	standIn policy.Policy
 
+	jobTable
+	roundState
+	allocationState
+	typeIndex
+	trustState
+	teClaims
+	releaseQueue
+	// arrayLimits are the limits on tasks running at once that the job
+	// arrays the daemon manages had when it first saw them (their
+	// users'), by array id (arrays.go).
+	arrayLimits map[bridge.JobID]int
+
+	// adopted is set after the first round that could adopt admin holds
+	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
+	adopted bool
+	// preemptionOff says why no new preemption may start ("" when they
+	// may): the shell has not proven that its requeues work. Every job
+	// not already being preempted is then treated as preempt=never.
+	preemptionOff string
+	// estVersion is the estimator's version the jobs' rates were last
+	// refreshed against (Versioned estimators); ratesSig is the type
+	// index's signature they were refreshed against (refreshRates).
+	estVersion uint64
+	ratesSig   string
+	// version counts the commits; base is, on a fork, the version it was
+	// forked from (Commit refuses a proposal from another state).
+	version, base uint64
+}
+
+// roundState is the round mechanism and what the rounds left: the last
+// round's number, time, plan and why it sent nothing.
+type roundState struct {
 	mech    *rounds.Mechanism
 	cluster []rounds.Server
 	// shuffle draws from pcg; a fork copies the source so that a step
 	// dropped unused leaves the draws as they were.
 	pcg     *rand.PCG
 	shuffle *rand.Rand
-	jobs    map[string]*jobState
-	// teWaits are the trial-and-error jobs waiting for the room their
-	// victims free (te.go), by job id.
-	teWaits map[string]teWait
-	// teTried are the TE jobs that had their choice of victims since the
-	// last round.
-	teTried map[string]bool
+	round   uint64
+	// lastRound is when the last round ran; plan is what it decided (the
+	// looks between rounds refill by it).
+	lastRound time.Time
+	plan      *rounds.Plan
 	// lastSkip is why the last round sent nothing ("" when it acted):
 	// the checks between rounds start no preemption after such a round.
-	lastSkip  string
-	order     []string // managed job ids in arrival order
-	lastRound time.Time
-
-	allocation         *policy.Allocation
-	allocationComputed time.Time
-	// fallback is why the allocation in use is the stand-in policy's
-	// ("" when it is the configured policy's own).
-	fallback string
-	// failures counts the policy's failures in a row; retryAt is when the
-	// policy is asked again without an event of its own (fallback.go).
-	failures int
-	retryAt  time.Time
-	// standIn computes the allocation when the configured policy fails.
-	standIn policy.Policy
-	plan    *rounds.Plan
-	round   uint64
+	lastSkip string
 	// restored is the saved state waiting for the first Step, which
 	// rebuilds the mechanism before loading it.
 	restored *State
-	// gpuTypes are the GPU type names seen on nodes or configured; a
-	// constraint term naming one is the daemon's choice (constraint.go).
-	gpuTypes map[string]bool
-	// typeList is gpuTypes sorted (knownTypes, addTypes).
-	typeList []string
-	// typeNodes are the latest snapshot's nodes by GPU type.
-	typeNodes map[string][]bridge.Node
-	// estVersion is the estimator's version the jobs' rates were last
-	// refreshed against (Versioned estimators).
-	estVersion uint64
-	// typesSig describes the known types and their nodes' features;
-	// ratesSig is the description the jobs' rates were last refreshed
-	// against (refreshRates).
-	typesSig, ratesSig string
-	// released are the releases of daemon holds on jobs the core stopped
-	// tracking (forgetUnseen), waiting for the next Step to send them.
-	released []queuedRelease
-	// adopted is set after the first round that could adopt admin holds
-	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
-	adopted bool
-	// suspects are the managed jobs missing from the last distrusted
-	// snapshot (distrust).
-	suspects map[string]bool
-	// foreignRounds counts the rounds in a row in which another daemon's
-	// run priority was seen (otherWriter).
-	foreignRounds int
-	// teRoom are the trial-and-error jobs room was made for, with their
-	// users, while they live (TESettings.MaxPerUser counts them).
-	teRoom map[string]string
-	// preemptionOff says why no new preemption may start ("" when they
-	// may): the shell has not proven that its requeues work. Every job
-	// not already being preempted is then treated as preempt=never.
-	preemptionOff string
-	// version counts the commits; base is, on a fork, the version it was
-	// forked from (Commit refuses a proposal from another state).
-	version, base uint64
-	// arrayLimits are the limits on tasks running at once that the job
-	// arrays the daemon manages had when it first saw them (their
-	// users'), by array id (arrays.go).
-	arrayLimits map[bridge.JobID]int
+}
+
+func (r roundState) clone() roundState {
+	pcg := *r.pcg
+	r.pcg = &pcg
+	r.shuffle = rand.New(r.pcg)
+	if r.mech != nil {
+		r.mech = r.mech.Fork(r.shuffle)
+	}
+	r.cluster = slices.Clone(r.cluster)
+	if r.restored != nil {
+		restored := *r.restored
+		r.restored = &restored
+	}
+	return r
 }
 
 // State is what the core saves each round beside the job records, so that
@@ -304,15 +307,13 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 	}
 	pcg := rand.NewPCG(uint64(set.Seed), 0x6761_7665_6c)
 	return &Core{
-		set:     set,
-		pol:     pol,
-		standIn: standIn,
-		est:     est,
-		pcg:     pcg,
-		shuffle: rand.New(pcg),
-		jobs:    map[string]*jobState{},
-		teWaits: map[string]teWait{},
-		teTried: map[string]bool{},
+		set:        set,
+		pol:        pol,
+		standIn:    standIn,
+		est:        est,
+		roundState: roundState{pcg: pcg, shuffle: rand.New(pcg)},
+		jobTable:   jobTable{jobs: map[string]*jobState{}},
+		teClaims:   teClaims{teWaits: map[string]teWait{}, teTried: map[string]bool{}},
 	}, nil
 }
 

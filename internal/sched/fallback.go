@@ -9,6 +9,19 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
+// allocationState is the allocation in force and how the policy fares.
+type allocationState struct {
+	allocation         *policy.Allocation
+	allocationComputed time.Time
+	// fallback is why the allocation in use is the stand-in policy's
+	// ("" when it is the configured policy's own).
+	fallback string
+	// failures counts the policy's failures in a row; retryAt is when the
+	// policy is asked again without an event of its own.
+	failures int
+	retryAt  time.Time
+}
+
 // StandInPolicy computes the allocation of a round whose configured policy
 // failed: every job an equal slice of each GPU type it can run on (Themis'
 // isolated share). It solves no LP and reads nothing but the GPU counts

@@ -277,6 +277,29 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 	return forget
 }
 
+// jobTable is the managed jobs: their state by id and their arrival order.
+type jobTable struct {
+	jobs  map[string]*jobState
+	order []string // managed job ids in arrival order
+}
+
+func (t jobTable) clone() jobTable {
+	jobs := make(map[string]*jobState, len(t.jobs))
+	for id, js := range t.jobs {
+		jobs[id] = js.clone()
+	}
+	return jobTable{jobs: jobs, order: slices.Clone(t.order)}
+}
+
+// releaseQueue is the releases (or the constraint changes before them) of
+// daemon holds on jobs the core stopped tracking (forgetUnseen), waiting
+// for the next Step to send them.
+type releaseQueue struct {
+	released []queuedRelease
+}
+
+func (q releaseQueue) clone() releaseQueue { return releaseQueue{slices.Clone(q.released)} }
+
 // releaseUnmanaged queues the release of a job the daemon held that is
 // still in Slurm but no longer managed (its tag, features or partition
 // changed): the hold would outlive the record that says it is the

@@ -3,7 +3,6 @@ package sched
 import (
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -244,34 +243,15 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 func (c *Core) fork() *Core {
 	w := *c
 	w.base = c.version
-	pcg := *c.pcg
-	w.pcg = &pcg
-	w.shuffle = rand.New(w.pcg)
-	if c.mech != nil {
-		w.mech = c.mech.Fork(w.shuffle)
-	}
-	w.cluster = slices.Clone(c.cluster)
-	w.jobs = make(map[string]*jobState, len(c.jobs))
-	for id, js := range c.jobs {
-		w.jobs[id] = js.clone()
-	}
-	w.order = slices.Clone(c.order)
-	w.teWaits = maps.Clone(c.teWaits)
-	w.teTried = maps.Clone(c.teTried)
-	w.released = slices.Clone(c.released)
-	w.suspects = maps.Clone(c.suspects)
-	w.gpuTypes = maps.Clone(c.gpuTypes)
-	w.typeList = slices.Clone(c.typeList)
-	w.typeNodes = make(map[string][]bridge.Node, len(c.typeNodes))
-	for t, nodes := range c.typeNodes {
-		w.typeNodes[t] = slices.Clone(nodes)
-	}
-	w.teRoom = maps.Clone(c.teRoom)
+	w.jobTable = c.jobTable.clone()
+	w.roundState = c.roundState.clone()
+	w.typeIndex = c.typeIndex.clone()
+	w.trustState = c.trustState.clone()
+	w.teClaims = c.teClaims.clone()
+	w.releaseQueue = c.releaseQueue.clone()
 	w.arrayLimits = maps.Clone(c.arrayLimits)
-	if c.restored != nil {
-		r := *c.restored
-		w.restored = &r
-	}
+	// allocationState holds values and an allocation that is replaced,
+	// never changed in place: the copy above is its own.
 	return &w
 }
 

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -45,6 +46,23 @@ type teWait struct {
 	until time.Time
 	// why is the job's status reason while it waits.
 	why string
+}
+
+// teClaims is the room claimed for trial-and-error jobs.
+type teClaims struct {
+	// teWaits are the TE jobs waiting for the room their victims free,
+	// by job id.
+	teWaits map[string]teWait
+	// teTried are the TE jobs that had their choice of victims since the
+	// last round.
+	teTried map[string]bool
+	// teRoom are the TE jobs room was made for, with their users, while
+	// they live (TESettings.MaxPerUser counts them).
+	teRoom map[string]string
+}
+
+func (t teClaims) clone() teClaims {
+	return teClaims{teWaits: maps.Clone(t.teWaits), teTried: maps.Clone(t.teTried), teRoom: maps.Clone(t.teRoom)}
 }
 
 // teWaitSlack is how long past its victims' grace periods a TE job keeps

@@ -18,6 +18,20 @@ const (
 	vanishMinimum  = 3
 )
 
+// trustState is what the core remembers to judge snapshots and rounds.
+type trustState struct {
+	// suspects are the managed jobs missing from the last distrusted
+	// snapshot (distrust).
+	suspects map[string]bool
+	// foreignRounds counts the rounds in a row in which another daemon's
+	// run priority was seen (otherWriter).
+	foreignRounds int
+}
+
+func (t trustState) clone() trustState {
+	return trustState{suspects: maps.Clone(t.suspects), foreignRounds: t.foreignRounds}
+}
+
 // distrust says why snap must not be acted on, or "" when it is usable,
 // and which managed jobs a next read must show missing again for them to
 // be taken as gone (suspects). vanished are the jobs an earlier read
