@@ -4,7 +4,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gavel-slurm/gavel-slurm/internal/clpmodel"
+	"github.com/gavel-slurm/gavel-slurm/policy/internal/clpmodel"
 )
 
 // ftfMemory carries the basis a finish-time-fairness search ended with

@@ -6,7 +6,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/gavel-slurm/gavel-slurm/internal/clpmodel"
+	"github.com/gavel-slurm/gavel-slurm/policy/internal/clpmodel"
 	"github.com/lanl/clp"
 )
 

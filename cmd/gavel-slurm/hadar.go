@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gavel-slurm/gavel-slurm/internal/hadar/batchsim"
+	"github.com/gavel-slurm/gavel-slurm/internal/sim/batchsim"
 )
 
 func init() {
