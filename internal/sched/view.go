@@ -10,50 +10,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/policy"
 )
 
-// Record is what the step remembers about one managed job between rounds
-// and across restarts; the daemon persists it.
-type Record struct {
-	JobID string `json:"job_id"`
-	// FirstSeen is when the job was first seen (its arrival for the
-	// policies).
-	FirstSeen time.Time `json:"first_seen"`
-	// Received is the seconds of service on each GPU type since arrival.
-	Received map[string]float64 `json:"received,omitempty"`
-	// LastDecision and Reason are the last round's decision and why.
-	LastDecision string `json:"last_decision,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-	// GraceStart, GraceTarget, GracePhase and GraceRestarts are the
-	// preemption in progress (ledger.go); zero when none. Kept so that a
-	// restart neither repeats the signal nor forgets the requeue.
-	GraceStart    time.Time `json:"grace_start,omitzero"`
-	GraceTarget   string    `json:"grace_target,omitempty"`
-	GracePhase    string    `json:"grace_phase,omitempty"`
-	GraceRestarts int       `json:"grace_restarts,omitempty"`
-	// GraceForTE is the trial-and-error job the preemption makes room
-	// for ("" for a round's preemption): after a restart the room stays
-	// claimed for it.
-	GraceForTE string `json:"grace_for_te,omitempty"`
-	// Preempt is the job's preemption mode from its tag, if any.
-	Preempt string `json:"preempt,omitempty"`
-	// HeldByDaemon is set while the job's hold is the daemon's; other
-	// holds are the user's or an admin's and are left alone.
-	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
-}
-
-// JournalEntry is one journaled action as RestoreJournal replays it.
-type JournalEntry struct {
-	JobID   string
-	Created time.Time
-	// Failed entries changed nothing in Slurm.
-	Failed bool
-	// Pending entries were journaled and perhaps sent, but their outcome
-	// was not recorded; Seq names them for reconciliation.
-	Pending bool
-	Seq     uint64
-	Action  Action
-}
-
 // View is what status shows after a round: the round, every live job of
 // the managed partitions (managed or not) and a summary per GPU type.
 type View struct {
