@@ -1,5 +1,6 @@
 // Look is the check between rounds; NextGraceEnd and NextDeadline say
 // when the next one is due.
+
 package sched
 
 import (

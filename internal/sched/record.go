@@ -1,5 +1,6 @@
 // Record is what the core persists of a job, and how the journal and the
 // saved records come back after a restart (RestoreJournal).
+
 package sched
 
 import (
