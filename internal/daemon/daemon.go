@@ -270,7 +270,7 @@ func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, 
 			return nil, nil, err
 		}
 	}
-	if trust := d.Core.Check(snap); trust.Cause == "jobs_vanished" {
+	if trust := d.Core.Check(snap); len(trust.Vanished) > 0 {
 		// The same jobs missing twice are taken as gone (Core.Check).
 		d.Log.Warn().Msg("managed jobs vanished from Slurm's answer; reading again")
 		snap, err := d.Slurm.Snapshot(ctx)

@@ -367,7 +367,7 @@ func (r *run) round() error {
 		return err
 	}
 	var vanished []string
-	if trust := r.core.Check(snap); trust.Cause == "jobs_vanished" {
+	if trust := r.core.Check(snap); len(trust.Vanished) > 0 {
 		snap, _ = r.slurm.Snapshot(context.Background())
 		vanished = trust.Vanished
 	}
