@@ -80,6 +80,9 @@ type combo struct {
 	class   Class
 	single  map[string]float64
 	pair    map[string][2]float64
+	// restart is a single job's restart cost (seconds) and remaining its
+	// steps still to run (0: unknown), for the restart rule (restart.go).
+	restart, remaining float64
 }
 
 func (c *combo) isPair() bool { return c.members[1] >= 0 }
@@ -91,6 +94,9 @@ func New(cluster Cluster, opts Options) (*Mechanism, error) {
 	}
 	if opts.MinResetInterval < 0 || math.IsNaN(opts.MinResetInterval) {
 		return nil, fmt.Errorf("rounds: minimum reset interval must be ≥ 0, got %v", opts.MinResetInterval)
+	}
+	if err := checkRestartOptions(opts); err != nil {
+		return nil, err
 	}
 	m := &Mechanism{opts: opts, index: map[string]int32{}}
 	if err := m.setCluster(cluster); err != nil {
@@ -301,10 +307,13 @@ func (m *Mechanism) AddJob(j Job, now float64) error {
 			return err
 		}
 	}
+	if err := checkRestartCost(j.ID, j.RestartCost); err != nil {
+		return err
+	}
 	c := m.newSlot()
 	m.initSlot(c, combo{
 		key: j.ID, members: [2]int32{c, -1}, sf: j.ScaleFactor,
-		class: j.Class, single: maps.Clone(j.Throughputs),
+		class: j.Class, single: maps.Clone(j.Throughputs), restart: j.RestartCost,
 	})
 	m.jobs = append(m.jobs, c)
 	m.NoteEvent(EventArrival)
@@ -436,7 +445,7 @@ func (m *Mechanism) NeedsReset(now float64) bool {
 // resetDue reports whether MinResetInterval has passed since the last
 // reset.
 func (m *Mechanism) resetDue(now float64) bool {
-	return now-m.lastReset >= m.opts.MinResetInterval
+	return now-m.lastReset >= max(m.opts.MinResetInterval, m.restartResetInterval())
 }
 
 // LastReset returns the time of the last allocation reset and whether one

@@ -116,6 +116,10 @@ func (r Reason) String() string {
 			return "kept running on " + r.Type + ": it cannot be preempted"
 		case PinMinRunTime:
 			return "kept running on " + r.Type + ": minimum run time not reached"
+		case PinRestartUnpaid:
+			return "kept running on " + r.Type + ": its last restart is not yet paid for"
+		case PinNearEnd:
+			return "kept running on " + r.Type + ": near its end, it finishes rather than restart"
 		}
 		return "kept running on " + r.Type
 	}

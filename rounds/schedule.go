@@ -39,6 +39,12 @@ type scratch struct {
 	// outside are the combinations running outside the mechanism's view
 	// (PinOutside): never selected this round.
 	outside []int32
+	// runType is, with the restart rule on, the type each combination
+	// runs on now (-1: it does not run), set by holdRestarts.
+	runType []int32
+	// since is, per combination slot, when its run on the GPUs it is
+	// placed on began (Assignment.Since).
+	since []float64
 }
 
 // entry is one (combination, type) candidate of the greedy walk.
@@ -128,6 +134,7 @@ func (m *Mechanism) PlanInto(p *Plan, now float64, running []Assignment) error {
 	if err := m.readRunning(running); err != nil {
 		return err
 	}
+	m.holdRestarts(now, running)
 	m.computePriorities()
 	m.walkOrder()
 	m.takePinned(running)
@@ -167,6 +174,7 @@ func (m *Mechanism) prepareScratch() {
 	s.held = grow(s.held, n)
 	s.gone = grow(s.gone, n)
 	s.pinned = grow(s.pinned, n)
+	s.since = grow(s.since, n)
 	s.slotStart = grow(s.slotStart, n)
 	s.slotLen = grow(s.slotLen, n)
 	s.extended = grow(s.extended, n)
@@ -380,7 +388,7 @@ func (m *Mechanism) upgradeIdle() {
 	s.upgrades = s.upgrades[:0]
 	for _, c := range s.chosen {
 		cb := &m.combos[c]
-		if cb.isPair() || s.held[c] || s.pinned[c] != NotPinned {
+		if cb.isPair() || s.held[c] || (s.pinned[c] != NotPinned && !restartPin(s.pinned[c])) {
 			continue
 		}
 		if g := m.bestIdle(c); g.gain > 1 {
@@ -412,6 +420,9 @@ func (m *Mechanism) upgradeIdle() {
 			if v := m.speed[int(u.c)*nt+int(t)]; v > best && s.free[t] >= cb.sf {
 				best, to = v, t
 			}
+		}
+		if !m.moveWorthIt(u.c, from, to) {
+			continue
 		}
 		s.free[from] += cb.sf
 		s.selected[from]--
@@ -522,6 +533,7 @@ func (m *Mechanism) place(p *Plan, running []Assignment) {
 			}
 			s.slotStart[c], s.slotLen[c] = int32(start), int32(len(running[r].Slots))
 			s.extended[c] = true
+			s.since[c] = running[r].Since
 			continue
 		}
 		s.toPlace = append(s.toPlace, c)
@@ -529,6 +541,7 @@ func (m *Mechanism) place(p *Plan, running []Assignment) {
 	slices.SortStableFunc(s.toPlace, func(a, b int32) int { return m.combos[b].sf - m.combos[a].sf })
 	for _, c := range s.toPlace {
 		m.placeFresh(p, c, s.chosenType[c])
+		s.since[c] = p.Time
 	}
 	for _, c := range s.chosen {
 		if s.held[c] {
@@ -548,6 +561,7 @@ func (m *Mechanism) place(p *Plan, running []Assignment) {
 			Type:     m.types[t],
 			Slots:    m.slotsOf(p, c),
 			Extended: s.extended[c],
+			Since:    s.since[c],
 		})
 		p.Idle[t] -= cb.sf
 	}

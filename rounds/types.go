@@ -44,6 +44,12 @@ type Job struct {
 	// the job never runs on that type.
 	Throughputs map[string]float64
 	Class       Class
+	// RestartCost is the time (seconds) the job loses each time it is
+	// stopped and started again: saving the checkpoint, the requeue, the
+	// start and the reload. With Options.RestartHold it weighs every
+	// preemption and move of the job (restart.go); 0, a free restart,
+	// leaves the job's decisions as they are without the rule.
+	RestartCost float64
 }
 
 // Pair is a co-location of two jobs on the same GPUs (space sharing).
@@ -85,6 +91,13 @@ type Assignment struct {
 	// keep its GPUs this round whatever the priorities say; the plan
 	// keeps it first and fills the rest around it.
 	Pin Pin
+	// Since is when the job or pair started its current run on these
+	// GPUs (the caller's clock): a Plan sets it to its `now` for a fresh
+	// start and keeps the running entry's for a lease extension, so a
+	// caller that passes the plan back as running needs to do nothing.
+	// The restart rule (Options.RestartHold) keeps a run until it has
+	// paid for its restart; 0 on a wall clock reads as long ago.
+	Since float64
 }
 
 // Pin says why a running job must keep its GPUs for the next round.
@@ -106,6 +119,14 @@ const (
 	// the mechanism). Its decision is Wait, for the caller to show as it
 	// sees fit.
 	PinOutside
+	// PinRestartUnpaid: set by the mechanism (Options.RestartHold), never
+	// by callers: the job has not yet run long enough since its last
+	// start to pay for that restart.
+	PinRestartUnpaid
+	// PinNearEnd: set by the mechanism (Options.RestartHold): the job's
+	// remaining work is shorter than its restart hold, so it runs to its
+	// end rather than restart later.
+	PinNearEnd
 )
 
 // Usage reports that a job or pair ran on a GPU type for some seconds in
@@ -214,6 +235,23 @@ type Options struct {
 	// and the allocation is followed again as soon as those GPUs are
 	// wanted. Pairs and pinned jobs stay where they were selected.
 	UpgradeIdle bool
+	// RestartHold weighs preemptions against restart costs (restart.go):
+	// a running job whose restart costs c (Job.RestartCost) keeps its
+	// GPUs until it has run RestartHold × c since it started, so a restart
+	// costs at most 1/RestartHold of the run it starts; a job with less
+	// than RestartHold × c of work left runs to its end; and a move to
+	// faster GPUs is made only when the time it saves over the time ahead
+	// exceeds c. 0 turns the rule off: every restart is free, as the
+	// reference assumes.
+	RestartHold float64
+	// RestartHoldMax caps RestartHold × c (seconds), and so bounds how
+	// long the rule keeps any job on its GPUs against the priorities;
+	// 0: no cap.
+	RestartHoldMax float64
+	// RestartFinish scales the restart rule's "near its end": a job whose
+	// remaining work takes at most RestartFinish × H (the hold above)
+	// runs to its end. 0 means 1.
+	RestartFinish float64
 }
 
 // Variant names a round mechanism: the reference's, or the one that
@@ -230,30 +268,48 @@ const (
 	// it when several types have idle GPUs (GlobalOrder), and never holds
 	// GPUs idle for a job without an allocation.
 	VariantImproved Variant = "improved"
+	// VariantRestart is VariantImproved that weighs every preemption and
+	// move against the job's restart cost (Options.RestartHold, with
+	// DefaultRestartHold and DefaultRestartHoldMax unless set). With
+	// every restart cost 0 its choices are VariantImproved's.
+	VariantRestart Variant = "restart"
 )
 
 // Variants lists the mechanism variants, the default first.
-func Variants() []Variant { return []Variant{VariantImproved, VariantGavel} }
+func Variants() []Variant { return []Variant{VariantImproved, VariantGavel, VariantRestart} }
 
-// ParseVariant reads a variant name ("improved" or "gavel").
+// ParseVariant reads a variant name ("improved", "gavel" or "restart").
 func ParseVariant(s string) (Variant, error) {
 	for _, v := range Variants() {
 		if string(v) == s {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("rounds: unknown mechanism %q (want improved or gavel)", s)
+	return "", fmt.Errorf("rounds: unknown mechanism %q (want improved, gavel or restart)", s)
 }
 
 // Apply returns o adjusted to the variant. VariantGavel returns o as it
 // is; VariantImproved keeps o's credit, type order, shuffle and FIFO rule
 // and changes only how allocations are installed and walked.
+// VariantRestart does what VariantImproved does and sets RestartHold and
+// RestartHoldMax to their defaults where o leaves them 0.
 func (v Variant) Apply(o Options) Options {
-	if v == VariantImproved {
+	if v == VariantImproved || v == VariantRestart {
 		o.ReallocateOnEvents = true
 		o.GlobalOrder = true
 		o.HoldUnallocated = false
 		o.UpgradeIdle = true
+	}
+	if v == VariantRestart {
+		if o.RestartHold == 0 {
+			o.RestartHold = DefaultRestartHold
+		}
+		if o.RestartHoldMax == 0 {
+			o.RestartHoldMax = DefaultRestartHoldMax
+		}
+		if o.RestartFinish == 0 {
+			o.RestartFinish = DefaultRestartFinish
+		}
 	}
 	return o
 }

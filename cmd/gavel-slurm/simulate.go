@@ -51,6 +51,12 @@ type simFlags struct {
 	// mechanism is the round mechanism's variant (improved or gavel).
 	mechanism  rounds.Variant
 	minRunTime time.Duration
+	// restartCosts draws each job's restart cost; restartHold and
+	// restartHoldMax are the restart mechanism's knobs (0: its defaults).
+	restartCosts   sim.RestartCosts
+	restartHold    float64
+	restartHoldMax time.Duration
+	restartFinish  float64
 	// daemonStep runs the daemon's scheduling step against a simulated
 	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
 	daemonStep  bool
@@ -177,6 +183,15 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	window := fs.String("window", "", "measure jobs FIRST:END (ids, END exclusive); the run lasts until they finish")
 	round := fs.Duration("round", 360*time.Second, "round length")
 	overhead := fs.Duration("preemption-overhead", 0, "time lost each time a job restarts after having run")
+	restartCosts := fs.String("restart-cost", "", "each job's own restart cost, added to --preemption-overhead: fixed:D, uniform:A:B "+
+		"(drawn per job) or model:NAME=D,...,*=D (a measured table; NAME matches a model name or its first words)")
+	restartHold := fs.Float64("restart-hold", 0, "with --mechanism restart: a job keeps its GPUs until it has run this many times "+
+		"its restart cost, and runs to its end when less work than that is left (0: the mechanism's default, "+
+		strconv.FormatFloat(rounds.DefaultRestartHold, 'g', -1, 64)+")")
+	restartHoldMax := fs.Duration("restart-hold-max", 0, "with --mechanism restart: the longest the restart rule keeps a job on its GPUs "+
+		"(0: the mechanism's default, "+(time.Duration(rounds.DefaultRestartHoldMax)*time.Second).String()+")")
+	restartFinish := fs.Float64("restart-finish", 0, "with --mechanism restart: a job whose remaining work takes at most this many "+
+		"times its hold runs to its end (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartFinish, 'g', -1, 64)+")")
 	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")
 	daemonStep := fs.Bool("daemon-step", false, "run the daemon's scheduling step against a simulated Slurm: grace periods, holds, Slurm's own starts between rounds")
 	grace := fs.Duration("grace", 60*time.Second, "with --daemon-step: grace period between the warning signal and the requeue")
@@ -192,7 +207,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations "+
 		"(improved mechanism: between resets of the time received; the allocation follows every arrival and completion)")
 	mechanism := fs.String("mechanism", string(rounds.VariantImproved), "round mechanism: improved (re-solves on arrivals and completions, "+
-		"runs jobs where their allocation puts them) or gavel (the paper's, for reproductions)")
+		"runs jobs where their allocation puts them), gavel (the paper's, for reproductions) or restart (improved, and weighs each "+
+		"preemption and move against the job's restart cost)")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	jobsCSV := fs.String("jobs-csv", "", "write one CSV line per job (arrival, start, finish, time per GPU type) to FILE")
@@ -222,6 +238,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	if f.mechanism, err = rounds.ParseVariant(*mechanism); err != nil {
 		return nil, fmt.Errorf("--mechanism: %w", err)
 	}
+	if *restartCosts != "" {
+		if f.restartCosts, err = sim.ParseRestartCosts(*restartCosts); err != nil {
+			return nil, fmt.Errorf("--restart-cost: %w", err)
+		}
+	}
+	f.restartHold, f.restartHoldMax, f.restartFinish = *restartHold, *restartHoldMax, *restartFinish
 	f.daemonStep, f.grace, f.refillPoll = *daemonStep, *grace, *refillPoll
 	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
 	f.estimateNoTable = *estimateRef == "none"
@@ -269,6 +291,18 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, errors.New("--estimate-noise needs --estimate")
 	case f.estimate && f.daemonStep:
 		return nil, errors.New("--estimate runs with the round mechanism; it cannot be combined with --daemon-step")
+	case *overhead+time.Duration(f.restartCosts.Max()*float64(time.Second)) >= *round:
+		return nil, fmt.Errorf("--preemption-overhead %v with --restart-cost %s: restarts must be shorter than --round", *overhead, f.restartCosts)
+	case f.restartHold < 0 || math.IsNaN(f.restartHold) || math.IsInf(f.restartHold, 0):
+		return nil, fmt.Errorf("--restart-hold %v: must be a finite number >= 0", f.restartHold)
+	case f.restartHoldMax < 0:
+		return nil, fmt.Errorf("--restart-hold-max %v: must be >= 0", f.restartHoldMax)
+	case f.restartFinish < 0 || math.IsNaN(f.restartFinish) || math.IsInf(f.restartFinish, 0):
+		return nil, fmt.Errorf("--restart-finish %v: must be a finite number >= 0", f.restartFinish)
+	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
+		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish need --mechanism restart")
+	case f.daemonStep && (f.restartCosts.Max() > 0 || f.mechanism == rounds.VariantRestart):
+		return nil, errors.New("--restart-cost and --mechanism restart run with the round mechanism; the daemon's step does not take per-job restart costs yet")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -446,6 +480,8 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(), Mechanism: f.mechanism,
 		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now,
+		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(),
+		RestartFinish: f.restartFinish,
 	}
 	if f.estimate {
 		cfg.Estimate = &sim.Estimation{Noise: f.estimateNoise, NoReference: f.estimateNoTable}

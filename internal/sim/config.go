@@ -58,6 +58,14 @@ type Config struct {
 	// after having run before (moved to other GPUs, or resumed after
 	// waiting). Lease extensions cost nothing. The paper's simulations use 0.
 	PreemptionOverhead float64
+	// RestartCosts draws each job's own restart cost, added to
+	// PreemptionOverhead (zero value: none). The job loses its cost at
+	// every restart, and the mechanism is told it (rounds.Job.RestartCost).
+	RestartCosts RestartCosts
+	// RestartHold and RestartHoldMax are the restart rule's knobs
+	// (rounds.Options); 0 leaves the variant's (on for
+	// rounds.VariantRestart only).
+	RestartHold, RestartHoldMax, RestartFinish float64
 	// MaxTime is the simulated time (seconds) after which a run stops
 	// with an error instead of running on (0: ten years), so a job of
 	// absurd length cannot make a run last forever.
@@ -168,6 +176,11 @@ func (c *Config) validate() ([]string, error) {
 		return nil, fmt.Errorf("minimum reset interval %v s: must be >= 0", c.MinResetInterval)
 	case c.PreemptionOverhead < 0 || !finite(c.PreemptionOverhead) || c.PreemptionOverhead >= c.RoundSeconds:
 		return nil, fmt.Errorf("preemption overhead %v s: must be >= 0 and shorter than a round (%v s)", c.PreemptionOverhead, c.RoundSeconds)
+	case c.PreemptionOverhead+c.RestartCosts.Max() >= c.RoundSeconds:
+		return nil, fmt.Errorf("restart costs up to %v s (overhead %v s and %s): must be shorter than a round (%v s)",
+			c.PreemptionOverhead+c.RestartCosts.Max(), c.PreemptionOverhead, c.RestartCosts, c.RoundSeconds)
+	case c.RestartHold < 0 || !finite(c.RestartHold) || c.RestartHoldMax < 0 || !finite(c.RestartHoldMax):
+		return nil, fmt.Errorf("restart hold %v, cap %v s: must be >= 0", c.RestartHold, c.RestartHoldMax)
 	case c.MaxTime < 0 || !finite(c.MaxTime):
 		return nil, fmt.Errorf("maximum simulated time %v s: must be >= 0", c.MaxTime)
 	case c.MinRunTime < 0 || !finite(c.MinRunTime):

@@ -35,12 +35,19 @@ type Result struct {
 	Cost float64 `json:"cost,omitempty"`
 	// SLOJobs and SLOViolations count measured jobs with a deadline and
 	// those that finished after it.
-	SLOJobs         int `json:"slo_jobs,omitempty"`
-	SLOViolations   int `json:"slo_violations,omitempty"`
-	Preemptions     int `json:"preemptions"`
-	LeaseExtensions int `json:"lease_extensions"`
-	Rounds          int `json:"rounds"`
-	Allocations     int `json:"allocations"`
+	SLOJobs       int `json:"slo_jobs,omitempty"`
+	SLOViolations int `json:"slo_violations,omitempty"`
+	Preemptions   int `json:"preemptions"`
+	// Restarts counts the starts of jobs that had run before (moved,
+	// or resumed after waiting); RestartLost is the time they lost to
+	// their restart costs (Config.PreemptionOverhead, RestartCosts),
+	// summed over restarts, and RestartLostGPU the same in GPU-seconds.
+	Restarts        int     `json:"restarts"`
+	RestartLost     float64 `json:"restart_lost_s"`
+	RestartLostGPU  float64 `json:"restart_lost_gpu_s"`
+	LeaseExtensions int     `json:"lease_extensions"`
+	Rounds          int     `json:"rounds"`
+	Allocations     int     `json:"allocations"`
 	// LPs is the number of linear programs the policy solved over all
 	// allocations, and LargestLP the rows and columns of the biggest one:
 	// together with Allocations they tell whether solver time comes from

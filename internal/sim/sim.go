@@ -45,6 +45,8 @@ type job struct {
 	// from the estimated rates (estimation only: the policy's input, while
 	// isoTime measures the outcome).
 	seenIsoTime, seenIsoRate float64
+	// restartCost is what the job loses at every restart (seconds).
+	restartCost float64
 }
 
 // pair is a candidate co-location offered to packing policies.
@@ -74,6 +76,9 @@ type simulator struct {
 	// learn measures jobs and estimates their rates (nil: the policy sees
 	// the true rates).
 	learn *learner
+	// restartRule says the mechanism weighs restarts and wants each
+	// running job's remaining steps.
+	restartRule bool
 
 	src     Source
 	peeked  *workload.Job
@@ -132,7 +137,9 @@ func Run(cfg Config, src Source) (*Result, error) {
 	// The reference credits every job half a round of service at each reset.
 	opts.Credit = cfg.RoundSeconds / 2
 	opts.MinResetInterval = cfg.MinResetInterval
+	opts.RestartHold, opts.RestartHoldMax, opts.RestartFinish = cfg.RestartHold, cfg.RestartHoldMax, cfg.RestartFinish
 	opts = cfg.Mechanism.Apply(opts)
+	s.restartRule = opts.RestartHold > 0
 	if s.mech, err = rounds.New(cfg.servers(types), opts); err != nil {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
@@ -288,7 +295,15 @@ func (s *simulator) add(spec workload.Job) error {
 		j.seen = placeholder(j, s.types)
 		j.measuredOn = make([]bool, len(s.types))
 	}
-	if err := s.mech.AddJob(rounds.Job{ID: j.key, ScaleFactor: spec.ScaleFactor, Throughputs: j.seen}, s.now); err != nil {
+	j.restartCost = s.cfg.PreemptionOverhead + s.cfg.RestartCosts.Draw(s.cfg.Seed, id, spec.Model)
+	if err := validRestartCost(j.restartCost, s.cfg.RoundSeconds); err != nil {
+		return fmt.Errorf("job %d: %w", id, err)
+	}
+	err := s.mech.AddJob(rounds.Job{ID: j.key, ScaleFactor: spec.ScaleFactor, Throughputs: j.seen, RestartCost: j.restartCost}, s.now)
+	if err == nil && s.restartRule {
+		err = s.mech.SetRemainingSteps(j.key, j.remaining)
+	}
+	if err != nil {
 		return err
 	}
 	s.all = append(s.all, j)
@@ -373,6 +388,11 @@ func (s *simulator) completeRound() error {
 			}
 			if s.learn != nil {
 				if err := s.learn.observe(j, tk.typ, a.Type, tk.finish); err != nil {
+					return err
+				}
+			}
+			if s.restartRule {
+				if err := s.mech.SetRemainingSteps(j.key, j.remaining); err != nil {
 					return err
 				}
 			}
@@ -557,7 +577,10 @@ func (s *simulator) startTask(plan *rounds.Plan, i int) error {
 		}
 		overhead := 0.0
 		if !a.Extended && j.everRan {
-			overhead = s.cfg.PreemptionOverhead
+			overhead = j.restartCost
+			s.res.Restarts++
+			s.res.RestartLost += overhead
+			s.res.RestartLostGPU += overhead * float64(j.spec.ScaleFactor)
 		}
 		steps := math.Trunc(rate * (s.cfg.RoundSeconds - overhead))
 		if steps <= 0 {

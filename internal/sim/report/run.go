@@ -36,6 +36,9 @@ func WriteSummary(w io.Writer, r *sim.Result) {
 		fmt.Fprintf(w, "SLO violations    %d of %d\n", r.SLOViolations, r.SLOJobs)
 	}
 	fmt.Fprintf(w, "rounds            %d (%d allocations, %d preemptions, %d lease extensions)\n", r.Rounds, r.Allocations, r.Preemptions, r.LeaseExtensions)
+	if r.RestartLost > 0 {
+		fmt.Fprintf(w, "restart time lost %s over %d restarts (%.1f GPU-h)\n", h(r.RestartLost), r.Restarts, r.RestartLostGPU/3600)
+	}
 	fmt.Fprintf(w, "solver            %d LPs (largest %d rows x %d columns), at most %d jobs in the system\n",
 		r.LPs, r.LargestLP[0], r.LargestLP[1], r.PeakActive)
 	fmt.Fprintf(w, "wall time         %.2f s (solver %.2f s)\n", r.WallSeconds, r.SolverSeconds)
