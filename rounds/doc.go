@@ -99,6 +99,13 @@
 // its share at the round after it arrives and runs where its allocation
 // puts it, instead of on the first type of the walk.
 //
+// VariantRestart is VariantImproved that weighs every preemption and move
+// against the job's restart cost (Job.RestartCost, SetRestartCost,
+// SetRemainingSteps, Options.RestartHold; restart.go): a job keeps its
+// GPUs until its last restart is paid for, a job near its end finishes,
+// and a move to faster GPUs must save more than it costs. With every
+// cost 0 its plans are VariantImproved's.
+//
 // # Restarts
 //
 // Save returns the state above keyed by job/pair key and type name (JSON

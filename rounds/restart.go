@@ -18,12 +18,17 @@ import (
 //     (PinRestartUnpaid): each restart then costs at most 1/RestartHold
 //     of the run it starts, and no earlier preemption gains more than the
 //     restart it wastes;
-//   - a job whose remaining work on its GPUs takes at most H runs to its
-//     end (PinNearEnd): stopping it would cost a restart to free GPUs
-//     that its end frees soon anyway;
+//   - a job whose remaining work on its GPUs takes at most
+//     RestartFinish × H runs to its end (PinNearEnd): stopping it would
+//     cost a restart to free GPUs that its end frees soon anyway;
 //   - a running job moves to faster idle GPUs (Options.UpgradeIdle) only
-//     when the time the move saves over the time ahead (the hold it will
-//     have there, or its remaining work if shorter) exceeds c.
+//     when the time the move saves over the time ahead (its hold on the
+//     new GPUs, or its remaining work there if shorter) exceeds c;
+//   - a run on a type where the allocation gives the job nothing is not
+//     held: it only fills GPUs nobody with a share wanted, and holding it
+//     would keep the job on GPUs its allocation does not want for it;
+//   - the time received is reset no sooner than restartResetSpan holds,
+//     so the priorities remember the held runs (restartResetInterval).
 //
 // Everything else is the walk's: the GPUs that completions and ended holds
 // free go to the candidates of highest priority, the jobs furthest behind
