@@ -443,7 +443,7 @@ func (m *Mechanism) NeedsReset(now float64) bool {
 }
 
 // resetDue reports whether MinResetInterval has passed since the last
-// reset.
+// reset, or the longer interval the restart rule needs (restart.go).
 func (m *Mechanism) resetDue(now float64) bool {
 	return now-m.lastReset >= max(m.opts.MinResetInterval, m.restartResetInterval())
 }
