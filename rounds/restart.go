@@ -36,14 +36,16 @@ import (
 
 const (
 	// DefaultRestartHold is VariantRestart's RestartHold: a run lasts at
-	// least ten times its restart cost, so restarts cost at most a tenth
-	// of the time run.
+	// least 40 times its restart cost, so restarts cost at most 2.5% of
+	// the time run. Shorter holds lost too much to restarts near
+	// saturation, longer ones kept newcomers waiting (docs/evaluation.md,
+	// "Restarts that cost").
 	DefaultRestartHold = 40.0
 	// DefaultRestartHoldMax is VariantRestart's RestartHoldMax (seconds):
-	// no job is kept on its GPUs against the priorities for longer than
-	// an hour at a time by the rule.
+	// no restart is held for longer than 4 hours.
 	DefaultRestartHoldMax = 4 * 3600.0
-	// DefaultRestartFinish is VariantRestart's RestartFinish.
+	// DefaultRestartFinish is VariantRestart's RestartFinish: a job runs
+	// to its end when that is at most two holds away.
 	DefaultRestartFinish = 2.0
 )
 
@@ -51,10 +53,9 @@ const (
 // received must span before a reset. The priority (allocation / share of
 // the type's time received since the reset) remembers service only since
 // the last reset; a job held for an hour right before a reset would be
-// back at the credit and at the head of the walk after it, while jobs
-// that waited are ranked by allocation alone and newcomers by a deficit
-// they have not had time to build (their wait then grows without bound
-// near saturation). Resetting no sooner than four holds keeps each held
+// back at the credit after it, like the jobs that waited: those are then
+// ranked by allocation alone, and near saturation a newcomer with a small
+// share waits for days. Resetting no sooner than four holds keeps each held
 // run in the priorities for most of the period it distorts.
 const restartResetSpan = 4.0
 
