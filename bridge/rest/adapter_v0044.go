@@ -40,16 +40,29 @@ func (a *adapterV0044) ping(ctx context.Context) (int, error) {
 	return r.StatusCode(), statusError(r.StatusCode(), r.Body)
 }
 
-func (a *adapterV0044) nodes(ctx context.Context) ([]rawNode, error) {
-	r, err := a.client.SlurmV0044GetNodesWithResponse(ctx, nil)
+func (a *adapterV0044) nodes(ctx context.Context, since int64) (nodesReply, error) {
+	var params *api.SlurmV0044GetNodesParams
+	if since > 0 {
+		params = &api.SlurmV0044GetNodesParams{UpdateTime: ptrTo(strconv.FormatInt(since, 10))}
+	}
+	rsp, err := a.client.SlurmV0044GetNodes(ctx, params)
 	if err != nil {
-		return nil, err
+		return nodesReply{}, err
+	}
+	if since > 0 && rsp.StatusCode == http.StatusNotModified {
+		// slurmctld answered "no change since": the reply has no body.
+		_ = rsp.Body.Close()
+		return nodesReply{unchanged: true}, nil
+	}
+	r, err := api.ParseSlurmV0044GetNodesResponse(rsp)
+	if err != nil {
+		return nodesReply{}, err
 	}
 	if r.JSON200 == nil {
-		return nil, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0044(r.StatusCode(), r.JSONDefault.Errors) })
+		return nodesReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0044(r.StatusCode(), r.JSONDefault.Errors) })
 	}
 	if err := errorsV0044(r.StatusCode(), r.JSON200.Errors); err != nil {
-		return nil, err
+		return nodesReply{}, err
 	}
 	out := make([]rawNode, 0, len(r.JSON200.Nodes))
 	for _, n := range r.JSON200.Nodes {
@@ -71,26 +84,38 @@ func (a *adapterV0044) nodes(ctx context.Context) ([]rawNode, error) {
 		}
 		out = append(out, raw)
 	}
-	return out, nil
+	lastUpdate, _ := uint64V0044(&r.JSON200.LastUpdate)
+	return nodesReply{nodes: out, lastUpdate: lastUpdate}, nil
 }
 
-func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
-	rsp, err := a.client.SlurmV0044GetJobs(ctx, nil)
+func (a *adapterV0044) jobs(ctx context.Context, since int64) (jobsReply, error) {
+	var params *api.SlurmV0044GetJobsParams
+	if since > 0 {
+		params = &api.SlurmV0044GetJobsParams{UpdateTime: ptrTo(strconv.FormatInt(since, 10))}
+	}
+	rsp, err := a.client.SlurmV0044GetJobs(ctx, params)
 	if err != nil {
-		return nil, err
+		return jobsReply{}, err
 	}
 	r, extra, err := parseJobsReply[api.V0044JobInfo](rsp, api.ParseSlurmV0044GetJobsResponse)
 	if err != nil {
-		return nil, err
+		return jobsReply{}, err
 	}
 	if r.JSON200 == nil {
-		return nil, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0044(r.StatusCode(), r.JSONDefault.Errors) })
+		return jobsReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0044(r.StatusCode(), r.JSONDefault.Errors) })
 	}
 	if err := errorsV0044(r.StatusCode(), r.JSON200.Errors); err != nil {
-		return nil, err
+		return jobsReply{}, err
+	}
+	if since > 0 && len(r.JSON200.Jobs) == 0 && len(extra.unreadable) == 0 && r.JSON200.Jobs != nil &&
+		deref(r.JSON200.LastUpdate.Set) && r.JSON200.LastUpdate.Number != nil && *r.JSON200.LastUpdate.Number == 0 {
+		// slurmctld's "no change since" (SLURM_NO_CHANGE_IN_DATA), as
+		// slurmrestd renders it: an empty list and a last_update of 0. A
+		// queue that is really empty comes with its true last_update.
+		return jobsReply{unchanged: true}, nil
 	}
 	if r.JSON200.Jobs == nil {
-		return nil, errNoJobsList
+		return jobsReply{}, errNoJobsList
 	}
 	out := make([]rawJob, 0, len(r.JSON200.Jobs)+len(extra.unreadable))
 	for _, j := range r.JSON200.Jobs {
@@ -140,7 +165,45 @@ func (a *adapterV0044) jobs(ctx context.Context) ([]rawJob, error) {
 		}
 		out = append(out, raw)
 	}
-	return append(out, extra.unreadable...), nil
+	lastUpdate, _ := uint64V0044(&r.JSON200.LastUpdate)
+	return jobsReply{jobs: append(out, extra.unreadable...), lastUpdate: lastUpdate}, nil
+}
+
+// jobStates reads GET /jobs/state: every job's id and state, which
+// slurmctld answers without packing the job records.
+func (a *adapterV0044) jobStates(ctx context.Context) ([]jobState, error) {
+	rsp, err := a.client.SlurmV0044GetJobsState(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return parseJobStates(rsp)
+}
+
+// signalMany sends signal to the jobs slurmctld knows by names in one
+// request (DELETE /jobs, slurmctld's kill_jobs): the batch script and
+// every step, as signal does for one job.
+func (a *adapterV0044) signalMany(ctx context.Context, names []string, signal string) (map[string]error, error) {
+	flags := []api.V0044KillJobsMsgFlags{"FULL_JOB"}
+	body := api.SlurmV0044DeleteJobsJSONRequestBody{Jobs: &names, Signal: &signal, Flags: &flags}
+	r, err := a.client.SlurmV0044DeleteJobsWithResponse(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if r.JSON200 == nil {
+		return nil, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0044(r.StatusCode(), r.JSONDefault.Errors) })
+	}
+	failed := map[string]error{}
+	for _, s := range r.JSON200.Status {
+		if s.Error == nil || deref(s.Error.Code) == 0 {
+			continue
+		}
+		failed[s.StepId] = &ReplyError{Status: r.StatusCode(), Errors: []slurmError{{
+			Number: int(deref(s.Error.Code)), Error: deref(s.Error.String), Description: deref(s.Error.Message)}}}
+	}
+	if err := errorsV0044(r.StatusCode(), r.JSON200.Errors); err != nil && len(failed) == 0 {
+		return nil, err
+	}
+	return failed, nil
 }
 
 func (a *adapterV0044) update(ctx context.Context, job int64, u jobUpdate) error {

@@ -64,12 +64,19 @@ type Config struct {
 type adapter interface {
 	version() string
 	ping(ctx context.Context) (status int, err error)
-	nodes(ctx context.Context) ([]rawNode, error)
-	jobs(ctx context.Context) ([]rawJob, error)
+	// nodes and jobs read every node and job; since > 0 asks for them
+	// only when something changed after that time (light.go).
+	nodes(ctx context.Context, since int64) (nodesReply, error)
+	jobs(ctx context.Context, since int64) (jobsReply, error)
+	// jobStates reads every job's id and state alone (light.go).
+	jobStates(ctx context.Context) ([]jobState, error)
 	update(ctx context.Context, job int64, u jobUpdate) error
 	// signal sends signal to the job slurmctld knows by name (a job id,
 	// or ARRAY_TASK for a task of a job array).
 	signal(ctx context.Context, name string, signal string) error
+	// signalMany sends signal to many jobs in one request, and returns
+	// the error of each job slurmctld refused, by name.
+	signalMany(ctx context.Context, names []string, signal string) (map[string]error, error)
 }
 
 type adapterFactory func(server string, doer *http.Client, auth func(context.Context, *http.Request) error) (adapter, error)
@@ -128,6 +135,12 @@ type Client struct {
 	// bare job id everywhere (see nameOf).
 	namesMu sync.Mutex
 	names   map[bridge.JobID]bridge.Job
+
+	// readMu serializes snapshots and guards cache (light.go); noStates
+	// is set once slurmrestd answered /jobs/state with 404.
+	readMu   sync.Mutex
+	cache    readCache
+	noStates bool
 }
 
 // New checks the configuration and prepares the clients; it does not
@@ -258,7 +271,8 @@ func (c *Client) forget(err error) {
 }
 
 // Snapshot implements bridge.Reader: nodes and jobs of the managed
-// partitions, read with one call each.
+// partitions, read with one call each, or less where slurmctld can tell
+// that nothing changed since the last read (light.go).
 func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	taken := c.cfg.Now()
 	a, err := c.adapter(ctx)
@@ -267,34 +281,79 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
+	c.readMu.Lock()
+	defer c.readMu.Unlock()
+	if c.cache.version != a.version() {
+		c.cache = readCache{version: a.version()}
+	}
+	look := bridge.IsLook(ctx) && c.cache.jobs != nil && !c.noStates
 	// The two reads are independent; the job list is by far the slower
 	// (slurmrestd spends about a millisecond per job), so the nodes come
 	// for free alongside it.
-	var rawNodes []rawNode
+	var nodes nodesReply
 	var nodesErr error
 	nodesDone := make(chan struct{})
 	go func() {
 		defer close(nodesDone)
-		rawNodes, nodesErr = a.nodes(callCtx)
+		nodes, nodesErr = a.nodes(callCtx, c.cache.nodesSince)
 	}()
-	rawJobs, jobsErr := a.jobs(callCtx)
+	jobs, jobsErr := c.readJobs(callCtx, a, look)
 	if jobsErr != nil {
 		cancel() // the snapshot has failed: do not wait for the nodes
 	}
 	<-nodesDone
 	if jobsErr != nil {
 		c.forget(jobsErr)
+		c.cache = readCache{version: a.version()}
 		return nil, fmt.Errorf("snapshot: read jobs: %w", jobsErr)
 	}
 	if nodesErr != nil {
 		c.forget(nodesErr)
+		c.cache = readCache{version: a.version()}
 		return nil, fmt.Errorf("snapshot: read nodes: %w", nodesErr)
 	}
-	snap, err := buildSnapshot(taken, a.version(), c.cfg.Partitions, rawNodes, rawJobs)
-	if err == nil {
-		c.noteNames(snap)
+	readAt := c.cfg.Now()
+	if !jobs.unchanged {
+		c.cache.jobs, c.cache.jobsUpdate = jobs.jobs, safeSince(jobs.lastUpdate, readAt)
 	}
-	return snap, err
+	if !nodes.unchanged || c.cache.nodes == nil {
+		c.cache.nodes, c.cache.nodesSince = nodes.nodes, safeSince(nodes.lastUpdate, readAt)
+	}
+	snap, err := buildSnapshot(taken, a.version(), c.cfg.Partitions, c.cache.nodes, c.cache.jobs)
+	if err != nil {
+		c.cache = readCache{version: a.version()}
+		return nil, err
+	}
+	c.noteNames(snap)
+	return snap, nil
+}
+
+// readJobs reads the job list: for a look, /jobs/state first, and the kept
+// list when it shows every job in its kept state; else /jobs with
+// update_time when the kept list allows it. An unchanged answer is
+// returned as such, the kept list standing.
+func (c *Client) readJobs(ctx context.Context, a adapter, look bool) (jobsReply, error) {
+	if look {
+		states, err := a.jobStates(ctx)
+		var re *ReplyError
+		switch {
+		case err == nil && sameStates(states, c.cache.jobs):
+			return jobsReply{unchanged: true}, nil
+		case errors.As(err, &re) && re.NotFound():
+			// Before Slurm 24.05: looks read the jobs as rounds do.
+			c.noStates = true
+		}
+		// Any other failure or a change: read the jobs themselves.
+	}
+	since := c.cache.jobsUpdate
+	if c.cache.jobs == nil {
+		since = 0
+	}
+	r, err := a.jobs(ctx, since)
+	if err == nil && r.unchanged && c.cache.jobs == nil {
+		return a.jobs(ctx, 0)
+	}
+	return r, err
 }
 
 // noteNames keeps the snapshot's records of job arrays and heterogeneous
@@ -493,103 +552,6 @@ func batchChunks(n int) []int {
 		}
 	}
 	return sizes
-}
-
-// batchVerbs maps the action kinds that scontrol applies to a list of jobs
-// in one call to its verb.
-var batchVerbs = map[bridge.ActionKind]string{
-	bridge.ActHold:    "hold",
-	bridge.ActRelease: "release",
-}
-
-// ApplyBatch implements bridge.BatchActuator. slurmrestd updates one job per
-// request (tens of milliseconds each, and slurmctld serializes them), so
-// holds and releases are sent with scontrol, a few hundred job ids a call.
-// When such a call fails, its actions are sent again one by one (several
-// requests at a time), so that each job's error is known (holding an
-// already held job succeeds). When scontrol is not found they are sent one
-// by one from the start. Other kinds are sent one by one.
-func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
-	errs := make([]error, len(actions))
-	byVerb := map[string][]int{}
-	var verbs []string
-	for i, act := range actions {
-		if err := act.Validate(); err != nil {
-			errs[i] = err
-			continue
-		}
-		verb, ok := batchVerbs[act.Kind]
-		if !ok || c.nameOf(act.Job).alone {
-			errs[i] = c.Apply(ctx, act)
-			continue
-		}
-		if _, seen := byVerb[verb]; !seen {
-			verbs = append(verbs, verb)
-		}
-		byVerb[verb] = append(byVerb[verb], i)
-	}
-	if len(verbs) == 0 {
-		return errs
-	}
-	if _, err := c.scontrolPath(); err != nil {
-		for _, verb := range verbs {
-			c.applyEach(ctx, actions, byVerb[verb], errs)
-		}
-		return errs
-	}
-	for _, verb := range verbs {
-		all := byVerb[verb]
-		var wg sync.WaitGroup
-		for _, size := range batchChunks(len(all)) {
-			chunk := all[:size]
-			all = all[size:]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				ids := make([]string, len(chunk))
-				for k, i := range chunk {
-					ids[k] = actions[i].Job.String()
-				}
-				if err := c.scontrolList(ctx, verb, ids); err != nil {
-					c.applyEach(ctx, actions, chunk, errs)
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	return errs
-}
-
-// applyEach sends actions[i] for each i in which through REST, several
-// requests at a time, and stores each outcome in errs[i]. One bad job
-// fails a whole scontrol call; this finds out which, and the round's
-// other actions wait for it.
-func (c *Client) applyEach(ctx context.Context, actions []bridge.Action, which []int, errs []error) {
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, batchFallbackRequests)
-	for _, i := range which {
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Apply(ctx, actions[i])
-			<-slots
-		}()
-	}
-	wg.Wait()
-}
-
-// scontrolList runs `scontrol VERB ID,ID,...`.
-func (c *Client) scontrolList(ctx context.Context, verb string, ids []string) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	list := strings.Join(ids, ",")
-	out, err := c.cfg.Run(ctx, c.cfg.Scontrol, verb, list)
-	if err != nil {
-		c.forgetScontrol(err)
-		return fmt.Errorf("%s %s %d jobs: %w: %s", c.cfg.Scontrol, verb, len(ids), err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // errWholeArray refuses a signal or a requeue of a job array's own record

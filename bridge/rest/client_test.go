@@ -468,13 +468,23 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 		wantRuns []string
 		wantREST []string
 	}{
-		"holds and releases in one call each, others by REST": {
+		"holds and releases in one call each, shapes by REST": {
 			actions: []bridge.Action{
 				{Kind: bridge.ActHold, Job: 3}, {Kind: bridge.ActRelease, Job: 4}, {Kind: bridge.ActHold, Job: 5},
-				{Kind: bridge.ActSetPriority, Job: 6, Priority: 10},
+				{Kind: bridge.ActSetShape, Job: 6, Nodes: 1, GPUsPerNode: 2, Constraints: "v100"},
 			},
 			wantRuns: []string{"hold 3,5", "release 4"},
 			wantREST: []string{"POST /slurm/v0.0.42/job/6"},
+		},
+		"updates in one call per value": {
+			actions: []bridge.Action{
+				{Kind: bridge.ActSetPriority, Job: 3, Priority: 10}, {Kind: bridge.ActSetPriority, Job: 4, Priority: 11},
+				{Kind: bridge.ActSetPriority, Job: 5, Priority: 10}, {Kind: bridge.ActSetConstraints, Job: 6, Constraints: "v100"},
+				{Kind: bridge.ActSetConstraints, Job: 7, Constraints: "v100"}, {Kind: bridge.ActBeginNow, Job: 8},
+				{Kind: bridge.ActSetConstraints, Job: 9, Constraints: ""},
+			},
+			wantRuns: []string{"update JobId=3,5 Priority=10", "update JobId=4 Priority=11", "update JobId=6,7 Features=v100",
+				"update JobId=8 StartTime=now", "update JobId=9 Features="},
 		},
 		"long lists are cut in chunks sent at once": {
 			actions:  holds(1000, 2300),
@@ -490,6 +500,10 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 				cfg.Run = func(_ context.Context, name string, args ...string) ([]byte, error) {
 					mu.Lock()
 					defer mu.Unlock()
+					if args[0] == "update" {
+						runs = append(runs, strings.Join(args, " "))
+						return nil, nil
+					}
 					ids := strings.Split(args[1], ",")
 					list := args[1]
 					if len(ids) > 3 {
@@ -525,9 +539,8 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 	}
 }
 
-func TestApplyBatchFallsBackToOneByOne(t *testing.T) {
-	// scontrol refuses the list (one job is no longer pending); each job is
-	// then held through REST, which refuses job 8 alone.
+func TestApplyBatchReadsScontrolsErrorsPerJob(t *testing.T) {
+	// slurmrestd refuses job 8 alone, as slurmctld would.
 	refuse8 := func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/job/8") {
 			return false
@@ -536,33 +549,80 @@ func TestApplyBatchFallsBackToOneByOne(t *testing.T) {
 		_, _ = io.WriteString(w, `{"errors":[{"error":"Job is no longer pending execution","error_number":2017}]}`)
 		return true
 	}
-	f := &fakeRestd{t: t, handler: refuse8}
-	c, _ := newTestClient(t, f, func(cfg *Config) {
-		cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
-			return []byte("Job is no longer pending execution for job 8\n"), errors.New("exit status 1")
-		}
-	})
-	actions := []bridge.Action{{Kind: bridge.ActHold, Job: 7}, {Kind: bridge.ActHold, Job: 8}, {Kind: bridge.ActHold, Job: 9}, {Kind: bridge.ActHold}}
-	errs := c.ApplyBatch(context.Background(), actions)
-	if errs[0] != nil || errs[2] != nil {
-		t.Errorf("jobs 7 and 9: %v, %v; want both held", errs[0], errs[2])
+	tests := map[string]struct {
+		kind bridge.ActionKind
+		// out is what scontrol prints as it fails.
+		out      string
+		wantREST []string
+		// wantErr8 is in job 8's error; wantErrAll in every job's.
+		wantErr8, wantErrAll string
+	}{
+		"the failed job named: the others went through": {
+			kind: bridge.ActHold, out: "Job is no longer pending execution for job 8\n",
+			wantErr8: "scontrol hold: Job is no longer pending execution for job 8",
+		},
+		"no job named: each sent again by REST": {
+			kind: bridge.ActHold, out: "slurm_update error: Unable to contact slurm controller\n",
+			wantREST: []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"},
+			wantErr8: "no longer pending",
+		},
+		"a line naming no job besides one naming job 8: each sent again": {
+			kind: bridge.ActSetConstraints, out: "Job is no longer pending execution for job 8\nsomething else\n",
+			wantREST: []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"},
+			wantErr8: "no longer pending",
+		},
+		"requeue named per job": {
+			kind: bridge.ActRequeueHold, out: "Job is pending execution for job 8\n",
+			wantErr8: "scontrol requeuehold: Job is pending execution for job 8",
+		},
+		"requeue without a job named: failed, not sent twice": {
+			kind: bridge.ActRequeueHold, out: "Unable to contact slurm controller (connect failure)\n",
+			wantErrAll: "Unable to contact slurm controller",
+		},
 	}
-	if errs[1] == nil || !strings.Contains(errs[1].Error(), "hold job 8") || !strings.Contains(errs[1].Error(), "no longer pending") {
-		t.Errorf("job 8: %v, want the hold's refusal", errs[1])
-	}
-	if errs[3] == nil || !strings.Contains(errs[3].Error(), "no job id") {
-		t.Errorf("action without a job: %v, want a validation error", errs[3])
-	}
-	var posts []string
-	for _, r := range f.requests {
-		if strings.HasPrefix(r, "POST ") {
-			posts = append(posts, r)
-		}
-	}
-	slices.Sort(posts) // sent concurrently
-	want := []string{"POST /slurm/v0.0.42/job/7", "POST /slurm/v0.0.42/job/8", "POST /slurm/v0.0.42/job/9"}
-	if !slices.Equal(posts, want) {
-		t.Errorf("REST requests %q, want %q", posts, want)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeRestd{t: t, handler: refuse8}
+			var runs int
+			c, _ := newTestClient(t, f, func(cfg *Config) {
+				cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
+					runs++
+					return []byte(tc.out), errors.New("exit status 1")
+				}
+			})
+			actions := []bridge.Action{{Kind: tc.kind, Job: 7}, {Kind: tc.kind, Job: 8}, {Kind: tc.kind, Job: 9}, {Kind: tc.kind}}
+			errs := c.ApplyBatch(context.Background(), actions)
+			for k, err := range errs[:3] {
+				switch {
+				case tc.wantErrAll != "":
+					if err == nil || !strings.Contains(err.Error(), tc.wantErrAll) {
+						t.Errorf("%s: %v, want %q", actions[k], err, tc.wantErrAll)
+					}
+				case k == 1:
+					if err == nil || !strings.Contains(err.Error(), string(tc.kind)+" job 8") || !strings.Contains(err.Error(), tc.wantErr8) {
+						t.Errorf("job 8: %v, want the refusal %q", err, tc.wantErr8)
+					}
+				case err != nil:
+					t.Errorf("%s: %v, want it done", actions[k], err)
+				}
+			}
+			if errs[3] == nil || !strings.Contains(errs[3].Error(), "no job id") {
+				t.Errorf("action without a job: %v, want a validation error", errs[3])
+			}
+			if runs != 1 {
+				t.Errorf("scontrol ran %d times, want once", runs)
+			}
+			var posts []string
+			for _, r := range f.requests {
+				if strings.HasPrefix(r, "POST ") {
+					posts = append(posts, r)
+				}
+			}
+			slices.Sort(posts) // sent concurrently
+			if !slices.Equal(posts, tc.wantREST) {
+				t.Errorf("REST requests %q, want %q", posts, tc.wantREST)
+			}
+		})
 	}
 }
 

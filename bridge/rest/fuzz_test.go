@@ -62,7 +62,8 @@ func FuzzJobsReply(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		raws, err := fuzzAdapter(t, body).jobs(context.Background())
+		reply, err := fuzzAdapter(t, body).jobs(context.Background(), 0)
+		raws := reply.jobs
 		if err != nil {
 			if raws != nil {
 				t.Fatalf("jobs returned with error %v", err)
@@ -117,7 +118,8 @@ func FuzzNodesReply(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		raws, err := fuzzAdapter(t, body).nodes(context.Background())
+		reply, err := fuzzAdapter(t, body).nodes(context.Background(), 0)
+		raws := reply.nodes
 		if err != nil {
 			return
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 
 	api "github.com/SlinkyProject/slurm-client/api/v0045"
 )
@@ -91,3 +93,54 @@ func requeueErrorsV0045(status int, reply *api.V0045OpenapiJobRequeueResp) error
 }
 
 var _ requeuer = (*adapterV0045)(nil)
+
+// requeueFailedJob finds the job in the description slurmrestd gives each
+// refused job of POST /jobs/requeue: "Requeue JobId=12 failed".
+var requeueFailedJob = regexp.MustCompile(`JobId=(\S+) failed`)
+
+// requeueMany requeues the jobs slurmctld knows by names in one request
+// (POST /slurm/v0.0.45/jobs/requeue), holding them when hold is set. A
+// job slurmctld refused comes back in errors[] with its id in the
+// description; an entry that names no job fails the whole request.
+func (a *adapterV0045) requeueMany(ctx context.Context, names []string, hold bool) (map[string]error, error) {
+	body := api.SlurmV0045PostJobsRequeueJSONRequestBody{Jobs: &names}
+	if hold {
+		body.Flags = &[]api.V0045OpenapiJobsRequeueQueryFlags{api.Hold}
+	}
+	r, err := a.client.SlurmV0045PostJobsRequeueWithResponse(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	reply := r.JSON200
+	if reply == nil {
+		reply = r.JSONDefault
+	}
+	if reply == nil {
+		return nil, statusError(r.StatusCode(), r.Body)
+	}
+	failed := map[string]error{}
+	if reply.Errors != nil {
+		for _, e := range *reply.Errors {
+			m := requeueFailedJob.FindStringSubmatch(deref(e.Description))
+			if m == nil {
+				return nil, errorsV0045(r.StatusCode(), reply.Errors)
+			}
+			failed[m[1]] = &ReplyError{Status: r.StatusCode(), Errors: []slurmError{{
+				Number: int(deref(e.ErrorNumber)), Error: deref(e.Error), Description: deref(e.Description), Source: deref(e.Source)}}}
+		}
+	}
+	for _, list := range reply.Status {
+		for _, s := range list {
+			if code := deref(s.ErrorCode); code != 0 && s.JobId != nil {
+				failed[strconv.Itoa(int(*s.JobId))] = &ReplyError{Status: r.StatusCode(), Errors: []slurmError{{
+					Number: int(code), Error: deref(s.Error), Description: deref(s.Why)}}}
+			}
+		}
+	}
+	if len(failed) == 0 && r.StatusCode() != http.StatusOK {
+		return nil, statusError(r.StatusCode(), r.Body)
+	}
+	return failed, nil
+}
+
+var _ bulkRequeuer = (*adapterV0045)(nil)

@@ -1,0 +1,347 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// Actions in bulk. slurmctld carries out each job's change as its own
+// request whatever the path, but the path decides what comes around it:
+// one slurmrestd request per job costs an HTTP round trip, a JWT check,
+// JSON in and out and slurmrestd's own serialization, about 15 ms each;
+// scontrol with a list of job ids sends the requests back to back from
+// one process, and slurmrestd's list endpoints do the same from one
+// request. ApplyBatch therefore sends:
+//
+//	hold, release        scontrol hold|release ID,ID,...
+//	set-constraints      scontrol update JobId=ID,ID,... Features=F (one call per value)
+//	set-priority         scontrol update JobId=ID,ID,... Priority=P (one call per value)
+//	begin-now            scontrol update JobId=ID,ID,... StartTime=now
+//	signal               DELETE /jobs {jobs, signal, flags: FULL_JOB} (Slurm 24.05 on)
+//	requeue(-hold)       POST /jobs/requeue {jobs, flags: Hold} on v0.0.45,
+//	                     scontrol requeue|requeuehold ID,ID,... before
+//	anything else        one REST request per job, restWorkers at a time
+//
+// Without scontrol the scontrol kinds go one REST request per job too.
+// Records of job arrays and heterogeneous jobs always go one by one (see
+// jobName.alone).
+
+// bulkOrder is the order in which ApplyBatch sends the kinds of a batch:
+// holds first, so that a job that must wait is stopped before others are
+// made startable, and releases and begin-now last, after the changes a
+// released job must start with.
+var bulkOrder = []bridge.ActionKind{
+	bridge.ActHold, bridge.ActSignal, bridge.ActRequeue, bridge.ActRequeueHold,
+	bridge.ActSetConstraints, bridge.ActSetShape, bridge.ActSetArrayLimit, bridge.ActSetPriority,
+	bridge.ActRelease, bridge.ActBeginNow,
+}
+
+// restWorkers bounds the REST requests ApplyBatch has in flight at once
+// for actions sent one by one: slurmctld serializes job updates, so more
+// would only queue in slurmrestd and in front of users' commands.
+const restWorkers = 8
+
+// bulkSize bounds the jobs of one slurmrestd list request (signal,
+// requeue), so that one request stays within its deadline.
+const bulkSize = 1000
+
+// bulkTimeout is the deadline of a call that carries n jobs: the usual
+// one plus a share per job, since slurmctld takes each job in turn.
+func (c *Client) bulkTimeout(n int) time.Duration {
+	return c.cfg.Timeout + time.Duration(n)*20*time.Millisecond
+}
+
+// ApplyBatch implements bridge.BatchActuator (see the table above). Each
+// action's error is wrapped with the action, as Apply's are. Where a list
+// call names the jobs it failed for, the others are taken as done; where
+// it fails without naming any, idempotent actions are sent again one by
+// one so that each job's error is known, and signals and requeues are
+// reported failed rather than sent twice.
+func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	errs := make([]error, len(actions))
+	byKind := map[bridge.ActionKind][]int{}
+	for i, act := range actions {
+		if err := act.Validate(); err != nil {
+			errs[i] = err
+			continue
+		}
+		byKind[act.Kind] = append(byKind[act.Kind], i)
+	}
+	for _, kind := range bulkOrder {
+		var listed, alone []int
+		for _, i := range byKind[kind] {
+			if c.nameOf(actions[i].Job).alone {
+				alone = append(alone, i)
+			} else {
+				listed = append(listed, i)
+			}
+		}
+		c.applyEach(ctx, actions, alone, errs)
+		if len(listed) == 0 {
+			continue
+		}
+		switch kind {
+		case bridge.ActHold, bridge.ActRelease:
+			c.scontrolBulk(ctx, actions, listed, errs, func(ids string) []string { return []string{string(kind), ids} })
+		case bridge.ActSetConstraints:
+			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return a.Constraints }) {
+				features := "Features=" + actions[group[0]].Constraints
+				c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, features} })
+			}
+		case bridge.ActSetPriority:
+			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return strconv.FormatUint(uint64(a.Priority), 10) }) {
+				priority := fmt.Sprintf("Priority=%d", actions[group[0]].Priority)
+				c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, priority} })
+			}
+		case bridge.ActBeginNow:
+			c.scontrolBulk(ctx, actions, listed, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, "StartTime=now"} })
+		case bridge.ActSignal:
+			for _, group := range groupBy(actions, listed, func(a bridge.Action) string {
+				n, _ := bridge.SignalNumber(a.Signal) // valid: checked above
+				return strconv.Itoa(n)
+			}) {
+				c.signalBulk(ctx, actions, group, errs)
+			}
+		case bridge.ActRequeue, bridge.ActRequeueHold:
+			c.requeueBulk(ctx, actions, listed, errs, kind == bridge.ActRequeueHold)
+		default:
+			c.applyEach(ctx, actions, listed, errs)
+		}
+	}
+	return errs
+}
+
+// groupBy splits which by key, in order of first appearance.
+func groupBy(actions []bridge.Action, which []int, key func(bridge.Action) string) [][]int {
+	var keys []string
+	groups := map[string][]int{}
+	for _, i := range which {
+		k := key(actions[i])
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	out := make([][]int, len(keys))
+	for n, k := range keys {
+		out[n] = groups[k]
+	}
+	return out
+}
+
+// applyEach sends actions[i] for each i in which through Apply,
+// restWorkers at a time, and stores each outcome in errs[i].
+func (c *Client) applyEach(ctx context.Context, actions []bridge.Action, which []int, errs []error) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, restWorkers)
+	for _, i := range which {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Apply(ctx, actions[i])
+			<-slots
+		}()
+	}
+	wg.Wait()
+}
+
+// scontrolFailedJob finds the job id in one line of scontrol's errors,
+// which it prints per job as "<error> for job <id>".
+var scontrolFailedJob = regexp.MustCompile(`for job (\d+)\s*$`)
+
+// perJobErrors reads scontrol's output for the jobs it names: their
+// errors, and whether every line named one of ids (so that the jobs not
+// named went through).
+func perJobErrors(out string, ids map[string]bool) (map[string]string, bool) {
+	failed := map[string]string{}
+	all := true
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		m := scontrolFailedJob.FindStringSubmatch(line)
+		if m == nil || !ids[m[1]] {
+			all = false
+			continue
+		}
+		failed[m[1]] = line
+	}
+	return failed, all && len(failed) > 0
+}
+
+// scontrolBulk runs scontrol with args(ids) for the jobs of which, in
+// chunks of job ids run a few at once (batchChunks). A call that fails
+// naming its failed jobs settles each job; one that fails otherwise
+// sends its actions again one by one, except requeues (see ApplyBatch).
+// Without scontrol every action goes one by one.
+func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, which []int, errs []error, args func(ids string) []string) {
+	if _, err := c.scontrolPath(); err != nil {
+		c.applyEach(ctx, actions, which, errs)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, size := range batchChunks(len(which)) {
+		chunk := which[:size]
+		which = which[size:]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids := make([]string, len(chunk))
+			named := make(map[string]bool, len(chunk))
+			for k, i := range chunk {
+				ids[k] = actions[i].Job.String()
+				named[ids[k]] = true
+			}
+			callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(ids)))
+			argv := args(strings.Join(ids, ","))
+			out, err := c.cfg.Run(callCtx, c.cfg.Scontrol, argv...)
+			cancel()
+			if err == nil {
+				return
+			}
+			c.forgetScontrol(err)
+			failed, complete := perJobErrors(string(out), named)
+			if !complete || commandMissing(err) {
+				kind := actions[chunk[0]].Kind
+				if isRequeueKind(kind) && !commandMissing(err) {
+					// Some may have been requeued: sending again would
+					// answer "job is pending" for those, not requeue twice,
+					// but their outcome is unknown; report the call's error.
+					for _, i := range chunk {
+						errs[i] = fmt.Errorf("%s: %s %s: %w: %s", actions[i], c.cfg.Scontrol, argv[0], err, strings.TrimSpace(string(out)))
+					}
+					return
+				}
+				c.applyEach(ctx, actions, chunk, errs)
+				return
+			}
+			for k, i := range chunk {
+				if line, ok := failed[ids[k]]; ok {
+					errs[i] = fmt.Errorf("%s: %s %s: %s", actions[i], c.cfg.Scontrol, argv[0], line)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func isRequeueKind(k bridge.ActionKind) bool {
+	return k == bridge.ActRequeue || k == bridge.ActRequeueHold
+}
+
+// signalBulk sends one signal to the jobs of which in DELETE /jobs
+// requests of up to bulkSize jobs. When slurmrestd does not serve the
+// endpoint (404) the signals go one by one; when a request fails
+// otherwise its jobs are reported failed, not signalled again.
+func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which []int, errs []error) {
+	n, err := bridge.SignalNumber(actions[which[0]].Signal)
+	if err != nil {
+		for _, i := range which {
+			errs[i] = fmt.Errorf("%s: %w", actions[i], err)
+		}
+		return
+	}
+	for len(which) > 0 {
+		chunk := which[:min(bulkSize, len(which))]
+		which = which[len(chunk):]
+		names := make([]string, len(chunk))
+		for k, i := range chunk {
+			names[k] = c.nameOf(actions[i].Job).name
+		}
+		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
+		a, err := c.adapter(callCtx)
+		var failed map[string]error
+		if err == nil {
+			failed, err = a.signalMany(callCtx, names, strconv.Itoa(n))
+		}
+		cancel()
+		var re *ReplyError
+		switch {
+		case err != nil && errors.As(err, &re) && re.NotFound():
+			c.applyEach(ctx, actions, chunk, errs)
+			continue
+		case err != nil:
+			c.forget(err)
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("%s: slurmrestd signal of %d jobs: %w", actions[i], len(chunk), err)
+			}
+			continue
+		}
+		for k, i := range chunk {
+			if e, ok := failed[names[k]]; ok {
+				errs[i] = fmt.Errorf("%s: %w", actions[i], e)
+			}
+		}
+	}
+}
+
+// bulkRequeuer is an adapter that requeues many jobs in one request
+// (v0.0.45: POST /jobs/requeue); it returns each refused job's error by
+// job id.
+type bulkRequeuer interface {
+	requeueMany(ctx context.Context, names []string, hold bool) (map[string]error, error)
+}
+
+// requeueBulk requeues the jobs of which through slurmrestd's list
+// endpoint where the API version has one, and through scontrol lists
+// otherwise (or when the endpoint answers 404).
+func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which []int, errs []error, hold bool) {
+	verb := "requeue"
+	if hold {
+		verb = "requeuehold"
+	}
+	viaScontrol := func(which []int) {
+		if _, err := c.scontrolPath(); err != nil {
+			// Apply says why requeues cannot go out.
+			c.applyEach(ctx, actions, which, errs)
+			return
+		}
+		c.scontrolBulk(ctx, actions, which, errs, func(ids string) []string { return []string{verb, ids} })
+	}
+	negCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	a, err := c.adapter(negCtx)
+	cancel()
+	r, ok := a.(bulkRequeuer)
+	if err != nil || !ok {
+		viaScontrol(which)
+		return
+	}
+	for len(which) > 0 {
+		chunk := which[:min(bulkSize, len(which))]
+		which = which[len(chunk):]
+		names := make([]string, len(chunk))
+		for k, i := range chunk {
+			names[k] = c.nameOf(actions[i].Job).name
+		}
+		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
+		failed, err := r.requeueMany(callCtx, names, hold)
+		cancel()
+		c.forget(err)
+		var re *ReplyError
+		switch {
+		case err != nil && errors.As(err, &re) && re.NotFound():
+			viaScontrol(chunk)
+			continue
+		case err != nil:
+			for _, i := range chunk {
+				errs[i] = fmt.Errorf("%s: slurmrestd %s of %d jobs: %w", actions[i], verb, len(chunk), err)
+			}
+			continue
+		}
+		for k, i := range chunk {
+			if e, ok := failed[names[k]]; ok {
+				errs[i] = fmt.Errorf("%s: slurmrestd %s: %w", actions[i], a.version(), e)
+			}
+		}
+	}
+}

@@ -1,0 +1,206 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// serveBulk answers DELETE /jobs and POST /jobs/requeue on version with
+// status and body (404 when body is empty).
+func serveBulk(version string, status int, body string) func(w http.ResponseWriter, r *http.Request) bool {
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		prefix := "/slurm/" + version + "/"
+		if version != "v0.0.42" && !strings.HasPrefix(r.URL.Path, prefix) {
+			http.NotFound(w, r)
+			return true
+		}
+		path := strings.TrimPrefix(r.URL.Path, prefix)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case path == "ping" && version != "v0.0.42":
+			_, _ = io.WriteString(w, `{"pings":[]}`)
+		case r.Method == http.MethodDelete && path == "jobs", r.Method == http.MethodPost && path == "jobs/requeue":
+			if body == "" {
+				http.NotFound(w, r)
+				return true
+			}
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		case version != "v0.0.42" && strings.HasPrefix(path, "job/"):
+			_, _ = io.WriteString(w, `{"errors":[],"warnings":[]}`)
+		default:
+			return version != "v0.0.42" && func() bool { http.NotFound(w, r); return true }()
+		}
+		return true
+	}
+}
+
+func TestSignalsGoInOneRequest(t *testing.T) {
+	refused8 := `{"status":[{"error":{"string":"Job can not be altered now, try again later","code":2020,"message":"Job can not be altered now, try again later"},"step_id":"8","job_id":{"set":true,"number":8}},{"step_id":"7","job_id":{"set":true,"number":7}}],"errors":[]}`
+	tests := map[string]struct {
+		status int
+		body   string
+		// wantSingles are the one-job requests sent besides.
+		wantSingles []string
+		// wantErr is each job's error ("" for done), by job.
+		wantErr map[bridge.JobID]string
+	}{
+		"one request, the refused job alone failed": {
+			status: 200, body: refused8,
+			wantErr: map[bridge.JobID]string{7: "", 8: "slurm error 2020", 9: ""},
+		},
+		"endpoint missing: one request per job": {
+			wantSingles: []string{"DELETE /slurm/v0.0.42/job/7?flags=FULL_JOB&signal=10",
+				"DELETE /slurm/v0.0.42/job/8?flags=FULL_JOB&signal=10", "DELETE /slurm/v0.0.42/job/9?flags=FULL_JOB&signal=10"},
+			wantErr: map[bridge.JobID]string{7: "", 8: "", 9: ""},
+		},
+		"request failed as a whole: every job failed, none signalled again": {
+			status: 500, body: `{"errors":[{"error":"Unable to contact slurm controller","error_number":1001}]}`,
+			wantErr: map[bridge.JobID]string{7: "contact", 8: "contact", 9: "contact"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeRestd{t: t, handler: serveBulk("v0.0.42", tc.status, tc.body)}
+			c, _ := newTestClient(t, f)
+			actions := []bridge.Action{
+				{Kind: bridge.ActSignal, Job: 7, Signal: "USR1"}, {Kind: bridge.ActSignal, Job: 8, Signal: "USR1"},
+				{Kind: bridge.ActSignal, Job: 9, Signal: "SIGUSR1"},
+			}
+			errs := c.ApplyBatch(context.Background(), actions)
+			bodies := f.listBodies()
+			for k, err := range errs {
+				want := tc.wantErr[actions[k].Job]
+				if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+					t.Errorf("%s: %v, want %q", actions[k], err, want)
+				}
+			}
+			if len(bodies) != 1 {
+				t.Fatalf("%d list requests, want 1", len(bodies))
+			}
+			var sent struct {
+				Jobs   []string `json:"jobs"`
+				Signal string   `json:"signal"`
+				Flags  []string `json:"flags"`
+			}
+			if err := json.Unmarshal([]byte(bodies[0]), &sent); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(sent.Jobs, []string{"7", "8", "9"}) || sent.Signal != "10" || !slices.Equal(sent.Flags, []string{"FULL_JOB"}) {
+				t.Errorf("sent %+v, want jobs 7,8,9, signal 10, flag FULL_JOB", sent)
+			}
+			var singles []string
+			for _, r := range f.seen() {
+				if strings.Contains(r, "/job/") {
+					singles = append(singles, r)
+				}
+			}
+			slices.Sort(singles)
+			if !slices.Equal(singles, tc.wantSingles) {
+				t.Errorf("one-job requests %q, want %q", singles, tc.wantSingles)
+			}
+		})
+	}
+}
+
+func TestRequeuesGoInOneRequestOnV0045(t *testing.T) {
+	refused8 := `{"status":[],"errors":[{"description":"Requeue JobId=8 failed","error_number":2024,"error":"Job is pending execution","source":"op_handler_jobs_requeue"}]}`
+	tests := map[string]struct {
+		status   int
+		body     string
+		wantRuns []string
+		wantErr  map[bridge.JobID]string
+	}{
+		"one request, the refused job alone failed": {
+			status: 200, body: refused8,
+			wantErr: map[bridge.JobID]string{7: "", 8: "slurm error 2024", 9: ""},
+		},
+		"an error naming no job fails the request": {
+			status: 500, body: `{"status":[],"errors":[{"description":"Unable to contact slurm controller","error_number":1001}]}`,
+			wantErr: map[bridge.JobID]string{7: "contact", 8: "contact", 9: "contact"},
+		},
+		"endpoint missing: scontrol lists": {
+			wantRuns: []string{"requeuehold 7,8,9"},
+			wantErr:  map[bridge.JobID]string{7: "", 8: "", 9: ""},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var runs []string
+			f := &fakeRestd{t: t, handler: serveBulk("v0.0.45", tc.status, tc.body)}
+			c, _ := newTestClient(t, f, func(cfg *Config) {
+				cfg.Run = func(_ context.Context, _ string, args ...string) ([]byte, error) {
+					runs = append(runs, strings.Join(args, " "))
+					return nil, nil
+				}
+			})
+			actions := []bridge.Action{{Kind: bridge.ActRequeueHold, Job: 7}, {Kind: bridge.ActRequeueHold, Job: 8}, {Kind: bridge.ActRequeueHold, Job: 9}}
+			errs := c.ApplyBatch(context.Background(), actions)
+			bodies := f.listBodies()
+			for k, err := range errs {
+				want := tc.wantErr[actions[k].Job]
+				if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+					t.Errorf("%s: %v, want %q", actions[k], err, want)
+				}
+			}
+			if want := `{"flags":["Hold"],"jobs":["7","8","9"]}`; len(bodies) != 1 || bodies[0] != want {
+				t.Errorf("list requests %q, want one: %s", bodies, want)
+			}
+			if !slices.Equal(runs, tc.wantRuns) {
+				t.Errorf("scontrol %q, want %q", runs, tc.wantRuns)
+			}
+			for _, r := range f.seen() {
+				if strings.Contains(r, "/job/") {
+					t.Errorf("one-job request %s", r)
+				}
+			}
+		})
+	}
+}
+
+// Each kind goes out as one group, holds first and releases last, so that
+// a job that must wait is stopped before another is made startable.
+func TestApplyBatchSendsHoldsFirstAndReleasesLast(t *testing.T) {
+	var runs []string
+	f := &fakeRestd{t: t}
+	c, _ := newTestClient(t, f, func(cfg *Config) {
+		cfg.Run = func(_ context.Context, _ string, args ...string) ([]byte, error) {
+			runs = append(runs, strings.Join(args, " "))
+			return nil, nil
+		}
+	})
+	actions := []bridge.Action{
+		{Kind: bridge.ActBeginNow, Job: 1}, {Kind: bridge.ActRelease, Job: 2}, {Kind: bridge.ActSetConstraints, Job: 3, Constraints: "k80"},
+		{Kind: bridge.ActHold, Job: 4}, {Kind: bridge.ActRequeue, Job: 5},
+	}
+	for k, err := range c.ApplyBatch(context.Background(), actions) {
+		if err != nil {
+			t.Errorf("%s: %v", actions[k], err)
+		}
+	}
+	want := []string{"hold 4", "requeue 5", "update JobId=3 Features=k80", "release 2", "update JobId=1 StartTime=now"}
+	if !slices.Equal(runs, want) {
+		t.Errorf("ran %q, want %q", runs, want)
+	}
+}
+
+// listBodies are the bodies of the list requests (DELETE /jobs, POST
+// /jobs/requeue) the server saw.
+func (f *fakeRestd) listBodies() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for i, r := range f.requests {
+		if strings.HasSuffix(r, "/jobs") && strings.HasPrefix(r, "DELETE ") || strings.HasSuffix(r, "/jobs/requeue") {
+			out = append(out, f.bodies[i])
+		}
+	}
+	return out
+}
