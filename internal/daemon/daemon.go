@@ -373,7 +373,9 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 	if d.replay != nil {
 		return
 	}
-	snap, err := d.Slurm.Snapshot(ctx)
+	// A look: the bridge may answer from every job's state alone when
+	// nothing changed since its last read (bridge.AsLook).
+	snap, err := d.Slurm.Snapshot(bridge.AsLook(ctx))
 	if err != nil {
 		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
 		return
@@ -466,16 +468,13 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		// the round gives to another. Sending them alongside the
 		// releases was also slower: the starts that releases trigger
 		// compete with the holds for slurmctld.
-		batched := make([]bridge.Action, len(batch))
-		for k, i := range batch {
-			batched[k] = actions[i].Action
-		}
-		errs := d.out.(bridge.BatchActuator).ApplyBatch(ctx, batched)
-		for k, i := range batch {
-			b.settle(i, errs[k])
-		}
+		b.sendBatch(ctx, batch)
 	}
-	b.perJob(ctx, order, byJob)
+	if _, ok := d.out.(bridge.BatchActuator); ok {
+		b.inSteps(ctx, order, byJob)
+	} else {
+		b.perJob(ctx, order, byJob)
+	}
 	outcomes = make([]sched.Outcome, len(actions))
 	for i, o := range b.outcomes {
 		if o.Err != "" {
@@ -553,9 +552,81 @@ func (b *batchSend) perJob(ctx context.Context, order []bridge.JobID, byJob map[
 	wg.Wait()
 }
 
+// inSteps sends the jobs' actions as batches, one step at a time: the
+// first action of every job, then the second of those whose first went
+// through, and so on. Each job's actions stay in order and after a
+// failure its later actions are not sent, as in perJob, while a round
+// that signals or requeues thousands of jobs costs a few bulk calls to
+// Slurm instead of one request per action.
+func (b *batchSend) inSteps(ctx context.Context, order []bridge.JobID, byJob map[bridge.JobID][]int) {
+	broken := map[bridge.JobID]string{}
+	for step := 0; ; step++ {
+		var batch []int
+		for _, job := range order {
+			own := byJob[job]
+			if step >= len(own) {
+				continue
+			}
+			if why, ok := broken[job]; ok {
+				b.outcomes[own[step]].Err = "not sent: an earlier action for the job failed: " + why
+				continue
+			}
+			batch = append(batch, own[step])
+		}
+		if len(batch) == 0 {
+			return
+		}
+		for i, why := range b.sendBatch(ctx, batch) {
+			broken[b.actions[i].Job] = why
+		}
+	}
+}
+
+// sendBatch sends the actions batch names in one ApplyBatch call and
+// settles each; it returns the failed ones' errors by index. The signals
+// delivered are recorded durably together, in one journal write, before
+// anything else is sent (see settle).
+func (b *batchSend) sendBatch(ctx context.Context, batch []int) map[int]string {
+	batched := make([]bridge.Action, len(batch))
+	for k, i := range batch {
+		batched[k] = b.actions[i].Action
+	}
+	errs := b.d.out.(bridge.BatchActuator).ApplyBatch(ctx, batched)
+	failed := map[int]string{}
+	var signalled []store.Outcome
+	for k, i := range batch {
+		if why := b.record(i, errs[k]); why != "" {
+			failed[i] = why
+		} else if b.actions[i].Kind == bridge.ActSignal {
+			signalled = append(signalled, store.Outcome{Seq: b.entries[i].Seq})
+		}
+	}
+	if len(signalled) > 0 {
+		if err := b.d.journal.Settle(signalled, b.d.Clock.Now()); err != nil {
+			b.d.Log.Error().Err(err).Msg("journal update failed")
+		}
+	}
+	return failed
+}
+
 // settle records what became of action i; it returns the error's text
 // for the job's later actions ("" when it went through).
 func (b *batchSend) settle(i int, err error) string {
+	why := b.record(i, err)
+	if why == "" && b.actions[i].Kind == bridge.ActSignal {
+		// A delivered signal leaves no trace in Slurm for reconciliation
+		// to find: record it durably now, or a crash before the round's
+		// outcomes are written would leave its fate unknown.
+		if err := b.d.journal.MarkDone(b.entries[i].Seq, b.d.Clock.Now()); err != nil {
+			b.d.Log.Error().Err(err).Msg("journal update failed")
+		}
+	}
+	return why
+}
+
+// record counts, logs and keeps what became of action i, as settle, but
+// leaves a signal's durable record to the caller.
+func (b *batchSend) record(i int, err error) string {
 	d, a := b.d, b.actions[i]
 	b.mu.Lock()
 	b.sent++
@@ -571,14 +642,6 @@ func (b *batchSend) settle(i int, err error) string {
 		d.count(a, "failed")
 		d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action failed")
 		return b.outcomes[i].Err
-	}
-	if a.Kind == bridge.ActSignal {
-		// A delivered signal leaves no trace in Slurm for reconciliation
-		// to find: record it durably now, or a crash before the round's
-		// outcomes are written would leave its fate unknown.
-		if err := d.journal.MarkDone(b.entries[i].Seq, d.Clock.Now()); err != nil {
-			d.Log.Error().Err(err).Msg("journal update failed")
-		}
 	}
 	d.count(a, d.sentLabel)
 	d.Log.Info().Str("action", a.Action.String()).Str("why", a.Why).Bool("dry_run", d.DryRun).Msg("action")
