@@ -66,6 +66,7 @@ func (c *Client) bulkTimeout(n int) time.Duration {
 // one so that each job's error is known, and signals and requeues are
 // reported failed rather than sent twice.
 func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	c.acted.Store(true)
 	errs := make([]error, len(actions))
 	byKind := map[bridge.ActionKind][]int{}
 	for i, act := range actions {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -141,6 +142,10 @@ type Client struct {
 	readMu   sync.Mutex
 	cache    readCache
 	noStates bool
+	// acted is set by every action sent: a job's state alone does not
+	// show the daemon's own changes (a release, a priority), so the next
+	// look reads the jobs.
+	acted atomic.Bool
 }
 
 // New checks the configuration and prepares the clients; it does not
@@ -286,7 +291,10 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	if c.cache.version != a.version() {
 		c.cache = readCache{version: a.version()}
 	}
-	look := bridge.IsLook(ctx) && c.cache.jobs != nil && !c.noStates
+	// Swapped before the reads: an action sent while they run makes the
+	// next look read the jobs again.
+	acted := c.acted.Swap(false)
+	look := bridge.IsLook(ctx) && c.cache.jobs != nil && !c.noStates && !acted
 	// The two reads are independent; the job list is by far the slower
 	// (slurmrestd spends about a millisecond per job), so the nodes come
 	// for free alongside it.
@@ -450,6 +458,7 @@ func buildSnapshot(taken time.Time, version string, partitions []string, rawNode
 
 // Apply implements bridge.Actuator.
 func (c *Client) Apply(ctx context.Context, act bridge.Action) error {
+	c.acted.Store(true)
 	if err := act.Validate(); err != nil {
 		return err
 	}

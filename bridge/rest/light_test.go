@@ -202,3 +202,25 @@ func TestSameStates(t *testing.T) {
 		})
 	}
 }
+
+// The daemon's own actions do not show in job states: the look after an
+// action reads the jobs.
+func TestALookAfterAnActionReadsTheJobs(t *testing.T) {
+	l := &lightRestd{lastUpdate: testNow.Unix() - 60, jobs: lightJobs, states: ptr(lightStatesSame)}
+	f := &fakeRestd{t: t, handler: l.handler}
+	c, _ := newTestClient(t, f, func(cfg *Config) {
+		cfg.Run = func(context.Context, string, ...string) ([]byte, error) { return nil, nil }
+	})
+	if _, err := c.Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyBatch(context.Background(), []bridge.Action{{Kind: bridge.ActRelease, Job: 9}})
+	n := len(f.seen())
+	if _, err := c.Snapshot(bridge.AsLook(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("GET /slurm/v0.0.42/jobs?update_time=%d", l.lastUpdate), fmt.Sprintf("GET /slurm/v0.0.42/nodes?update_time=%d", l.lastUpdate)}
+	if got := reads(f, n); !slices.Equal(got, want) {
+		t.Errorf("look after an action read %q, want %q", got, want)
+	}
+}
