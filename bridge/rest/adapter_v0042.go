@@ -97,76 +97,93 @@ func (a *adapterV0042) jobs(ctx context.Context, since int64) (jobsReply, error)
 	if err != nil {
 		return jobsReply{}, err
 	}
-	r, extra, err := parseJobsReply[api.V0042JobInfo](rsp, api.ParseSlurmV0042GetJobsResponse)
+	if rsp.StatusCode == http.StatusOK {
+		// A success is read job by job as it arrives: at 10,000 jobs the
+		// reply is about 100 MB of JSON, which read whole (and then
+		// decoded whole into the generated types) made the daemon's
+		// memory several times the size of what it keeps.
+		defer rsp.Body.Close()
+		s, err := streamJobs(rsp.Body, rawJobV0042)
+		if err != nil {
+			return jobsReply{}, err
+		}
+		var errs *api.V0042OpenapiErrors
+		var lastUpdate api.V0042Uint64NoValStruct
+		if err := unmarshalIfSet(s.errors, &errs); err != nil {
+			return jobsReply{}, fmt.Errorf("jobs reply: errors: %w", err)
+		}
+		if err := unmarshalIfSet(s.lastUpdate, &lastUpdate); err != nil {
+			return jobsReply{}, fmt.Errorf("jobs reply: last_update: %w", err)
+		}
+		if err := errorsV0042(rsp.StatusCode, errs); err != nil {
+			return jobsReply{}, err
+		}
+		if since > 0 && s.listed && len(s.jobs) == 0 && deref(lastUpdate.Set) && lastUpdate.Number != nil && *lastUpdate.Number == 0 {
+			// slurmctld's "no change since" (SLURM_NO_CHANGE_IN_DATA), as
+			// slurmrestd renders it: an empty list and a last_update of 0. A
+			// queue that is really empty comes with its true last_update.
+			return jobsReply{unchanged: true}, nil
+		}
+		if !s.listed {
+			return jobsReply{}, errNoJobsList
+		}
+		updated, _ := uint64V0042(&lastUpdate)
+		return jobsReply{jobs: s.jobs, lastUpdate: updated}, nil
+	}
+	r, err := api.ParseSlurmV0042GetJobsResponse(rsp)
 	if err != nil {
 		return jobsReply{}, err
 	}
-	if r.JSON200 == nil {
-		return jobsReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0042(r.StatusCode(), r.JSONDefault.Errors) })
+	if r.JSON200 != nil {
+		return jobsReply{}, fmt.Errorf("jobs reply: HTTP %d with a success body", r.StatusCode())
 	}
-	if err := errorsV0042(r.StatusCode(), r.JSON200.Errors); err != nil {
-		return jobsReply{}, err
+	return jobsReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0042(r.StatusCode(), r.JSONDefault.Errors) })
+}
+
+// rawJobV0042 is what the bridge reads of one job record.
+func rawJobV0042(j *api.V0042JobInfo) rawJob {
+	raw := rawJob{
+		ID:          int64(deref(j.JobId)),
+		User:        deref(j.UserName),
+		Account:     deref(j.Account),
+		QOS:         deref(j.Qos),
+		Name:        deref(j.Name),
+		Partition:   deref(j.Partition),
+		Reason:      deref(j.StateReason),
+		TresPerNode: deref(j.TresPerNode),
+		TresPerJob:  deref(j.TresPerJob),
+		Constraints: deref(j.Features),
+		Restarts:    int64(deref(j.RestartCnt)),
+		Hold:        j.Hold,
+		Requeue:     j.Requeue,
+		Comment:     deref(j.Comment),
+		Dependency:  deref(j.Dependency),
 	}
-	if since > 0 && len(r.JSON200.Jobs) == 0 && len(extra.unreadable) == 0 && r.JSON200.Jobs != nil &&
-		deref(r.JSON200.LastUpdate.Set) && r.JSON200.LastUpdate.Number != nil && *r.JSON200.LastUpdate.Number == 0 {
-		// slurmctld's "no change since" (SLURM_NO_CHANGE_IN_DATA), as
-		// slurmrestd renders it: an empty list and a last_update of 0. A
-		// queue that is really empty comes with its true last_update.
-		return jobsReply{unchanged: true}, nil
+	raw.NodeCount, _ = uint32V0042(j.NodeCount)
+	raw.Priority, raw.PrioritySet = uint32V0042(j.Priority)
+	raw.ArrayJobID, _ = uint32V0042(j.ArrayJobId)
+	raw.ArrayTaskID, raw.ArrayTaskSet = uint32V0042(j.ArrayTaskId)
+	raw.ArrayTasks = deref(j.ArrayTaskString)
+	raw.ArrayLimit, _ = uint32V0042(j.ArrayMaxTasks)
+	raw.HetJobID, _ = uint32V0042(j.HetJobId)
+	raw.HetJobOffset, _ = uint32V0042(j.HetJobOffset)
+	raw.SubmitTime, _ = uint64V0042(j.SubmitTime)
+	raw.StartTime, _ = uint64V0042(j.StartTime)
+	raw.EligibleTime, _ = uint64V0042(j.EligibleTime)
+	if j.JobState != nil {
+		for _, s := range *j.JobState {
+			raw.States = append(raw.States, string(s))
+		}
 	}
-	if r.JSON200.Jobs == nil {
-		return jobsReply{}, errNoJobsList
+	if j.GresDetail != nil {
+		raw.GresDetail = *j.GresDetail
 	}
-	out := make([]rawJob, 0, len(r.JSON200.Jobs)+len(extra.unreadable))
-	for _, j := range r.JSON200.Jobs {
-		raw := rawJob{
-			ID:          int64(deref(j.JobId)),
-			User:        deref(j.UserName),
-			Account:     deref(j.Account),
-			QOS:         deref(j.Qos),
-			Name:        deref(j.Name),
-			Partition:   deref(j.Partition),
-			Reason:      deref(j.StateReason),
-			TresPerNode: deref(j.TresPerNode),
-			TresPerJob:  deref(j.TresPerJob),
-			Constraints: deref(j.Features),
-			Restarts:    int64(deref(j.RestartCnt)),
-			Hold:        j.Hold,
-			Requeue:     j.Requeue,
-			Comment:     deref(j.Comment),
-			Dependency:  deref(j.Dependency),
+	if j.JobResources != nil && j.JobResources.Nodes != nil && j.JobResources.Nodes.Allocation != nil {
+		for _, n := range *j.JobResources.Nodes.Allocation {
+			raw.AllocNodes = append(raw.AllocNodes, n.Name)
 		}
-		raw.NodeCount, _ = uint32V0042(j.NodeCount)
-		raw.Priority, raw.PrioritySet = uint32V0042(j.Priority)
-		if p, ok := extra.priorities[raw.ID]; ok {
-			raw.Priority = p
-		}
-		raw.ArrayJobID, _ = uint32V0042(j.ArrayJobId)
-		raw.ArrayTaskID, raw.ArrayTaskSet = uint32V0042(j.ArrayTaskId)
-		raw.ArrayTasks = deref(j.ArrayTaskString)
-		raw.ArrayLimit, _ = uint32V0042(j.ArrayMaxTasks)
-		raw.HetJobID, _ = uint32V0042(j.HetJobId)
-		raw.HetJobOffset, _ = uint32V0042(j.HetJobOffset)
-		raw.SubmitTime, _ = uint64V0042(j.SubmitTime)
-		raw.StartTime, _ = uint64V0042(j.StartTime)
-		raw.EligibleTime, _ = uint64V0042(j.EligibleTime)
-		if j.JobState != nil {
-			for _, s := range *j.JobState {
-				raw.States = append(raw.States, string(s))
-			}
-		}
-		if j.GresDetail != nil {
-			raw.GresDetail = *j.GresDetail
-		}
-		if j.JobResources != nil && j.JobResources.Nodes != nil && j.JobResources.Nodes.Allocation != nil {
-			for _, n := range *j.JobResources.Nodes.Allocation {
-				raw.AllocNodes = append(raw.AllocNodes, n.Name)
-			}
-		}
-		out = append(out, raw)
 	}
-	lastUpdate, _ := uint64V0042(&r.JSON200.LastUpdate)
-	return jobsReply{jobs: append(out, extra.unreadable...), lastUpdate: lastUpdate}, nil
+	return raw
 }
 
 // jobStates reads GET /jobs/state: every job's id and state, which

@@ -64,7 +64,7 @@ type rawJob struct {
 	HetJobID     int64
 	HetJobOffset int64
 	// Unreadable is set when the generated types refused the job's record
-	// (see parseJobsReply): the fields above are then only those that
+	// (see streamJobs): the fields above are then only those that
 	// could be read leniently.
 	Unreadable error
 }
