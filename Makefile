@@ -95,3 +95,12 @@ slurm-down:
 
 clean:
 	rm -rf bin
+
+# The scale scenario (scripts/scale-test.sh): the local Slurm with many
+# emulated GPU nodes, thousands of tagged jobs, the daemon's round times,
+# slurmctld's RPCs per round, the daemon's RSS and users' command latency.
+# Not part of `make test`. SCALE_JOBS, SCALE_NODES, SCALE_ROUND and
+# SCALE_ROUNDS size it (docs/evaluation.md, "Site scale").
+.PHONY: scale-test
+scale-test: deps
+	scripts/scale-test.sh
