@@ -50,13 +50,17 @@ var bulkOrder = []bridge.ActionKind{
 const restWorkers = 8
 
 // bulkSize bounds the jobs of one slurmrestd list request (signal,
-// requeue), so that one request stays within its deadline.
-const bulkSize = 1000
+// requeue): slurmrestd carries a requeue list out one job at a time, and
+// a request whose deadline passes leaves every job of it unknown. 960
+// requeues of running jobs in one request outlived a 29 s deadline on the
+// loaded 2-core machine; requests of 100 are settled one after another.
+const bulkSize = 100
 
 // bulkTimeout is the deadline of a call that carries n jobs: the usual
-// one plus a share per job, since slurmctld takes each job in turn.
+// one plus a share per job, since slurmctld takes each job in turn (a
+// requeue of a running job took up to 100 ms under load).
 func (c *Client) bulkTimeout(n int) time.Duration {
-	return c.cfg.Timeout + time.Duration(n)*20*time.Millisecond
+	return c.cfg.Timeout + time.Duration(n)*100*time.Millisecond
 }
 
 // ApplyBatch implements bridge.BatchActuator (see the table above). Each
