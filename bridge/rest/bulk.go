@@ -124,6 +124,18 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 	return errs
 }
 
+// pace waits half as long as the list call before it took, so that a
+// large batch leaves slurmctld free for its users a third of the time
+// (see batchCallers).
+func pace(ctx context.Context, took time.Duration) {
+	t := time.NewTimer(took / 2)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // groupBy splits which by key, in order of first appearance.
 func groupBy(actions []bridge.Action, which []int, key func(bridge.Action) string) [][]int {
 	var keys []string
@@ -195,12 +207,22 @@ func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, whic
 		return
 	}
 	var wg sync.WaitGroup
+	callers := make(chan struct{}, batchCallers)
 	for _, size := range batchChunks(len(which)) {
 		chunk := which[:size]
 		which = which[size:]
+		last := len(which) == 0
 		wg.Add(1)
+		callers <- struct{}{}
 		go func() {
 			defer wg.Done()
+			start := time.Now()
+			defer func() {
+				if !last {
+					pace(ctx, time.Since(start))
+				}
+				<-callers
+			}()
 			ids := make([]string, len(chunk))
 			named := make(map[string]bool, len(chunk))
 			for k, i := range chunk {
@@ -256,13 +278,17 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 		}
 		return
 	}
-	for len(which) > 0 {
+	for first := true; len(which) > 0; first = false {
 		chunk := which[:min(bulkSize, len(which))]
 		which = which[len(chunk):]
 		names := make([]string, len(chunk))
 		for k, i := range chunk {
 			names[k] = c.nameOf(actions[i].Job).name
 		}
+		if !first {
+			pace(ctx, c.lastBulk)
+		}
+		start := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
 		a, err := c.adapter(callCtx)
 		var failed map[string]error
@@ -270,6 +296,7 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 			failed, err = a.signalMany(callCtx, names, strconv.Itoa(n))
 		}
 		cancel()
+		c.lastBulk = time.Since(start)
 		var re *ReplyError
 		switch {
 		case err != nil && errors.As(err, &re) && re.NotFound():
@@ -321,16 +348,21 @@ func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which
 		viaScontrol(which)
 		return
 	}
-	for len(which) > 0 {
+	for first := true; len(which) > 0; first = false {
 		chunk := which[:min(bulkSize, len(which))]
 		which = which[len(chunk):]
 		names := make([]string, len(chunk))
 		for k, i := range chunk {
 			names[k] = c.nameOf(actions[i].Job).name
 		}
+		if !first {
+			pace(ctx, c.lastBulk)
+		}
+		start := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
 		failed, err := r.requeueMany(callCtx, names, hold)
 		cancel()
+		c.lastBulk = time.Since(start)
 		c.forget(err)
 		var re *ReplyError
 		switch {

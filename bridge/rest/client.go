@@ -146,6 +146,9 @@ type Client struct {
 	// show the daemon's own changes (a release, a priority), so the next
 	// look reads the jobs.
 	acted atomic.Bool
+	// lastBulk is how long the last slurmrestd list request took, for
+	// pacing the next (ApplyBatch's list requests go one at a time).
+	lastBulk time.Duration
 }
 
 // New checks the configuration and prepares the clients; it does not
@@ -538,21 +541,24 @@ func shapeUpdate(u *jobUpdate, act bridge.Action) {
 
 // scontrol sends one request per job id it is given, and most of each
 // request's cost is outside slurmctld's job lock (authentication, the
-// round trip), so a few calls at once finish sooner than one: 1,000 holds
+// round trip), so two calls at once finish sooner than one: 1,000 holds
 // took about 1.2 s in one call and 0.8 s in four on a 2-core machine.
-// batchCallers bounds the calls at once; batchMinChunk keeps small
-// batches in one call, where starting scontrol would dominate.
+// But every request of ours is one a user's squeue or sbatch waits
+// behind: long lists are cut in calls of at most batchMaxChunk ids, at
+// most batchCallers at once, and each caller pauses for half the time its
+// call took before the next (see scontrolBulk), so that the daemon keeps
+// slurmctld busy for at most about two thirds of a large batch's time.
+// batchMinChunk keeps small batches in one call, where starting scontrol
+// would dominate.
 const (
-	batchCallers  = 4
+	batchCallers  = 2
 	batchMinChunk = 100
-	// batchFallbackRequests bounds the REST requests at once when a
-	// failed call's jobs are sent again one by one.
-	batchFallbackRequests = 8
+	batchMaxChunk = 250
 )
 
-// batchChunks splits n ids into contiguous chunk sizes for concurrent calls.
+// batchChunks splits n ids into contiguous chunk sizes for the calls.
 func batchChunks(n int) []int {
-	calls := min(batchCallers, max(1, n/batchMinChunk))
+	calls := max(min(batchCallers, n/batchMinChunk), (n+batchMaxChunk-1)/batchMaxChunk, 1)
 	sizes := make([]int, calls)
 	for i := range sizes {
 		sizes[i] = n / calls

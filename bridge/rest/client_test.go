@@ -486,9 +486,9 @@ func TestApplyBatchUsesScontrolLists(t *testing.T) {
 			wantRuns: []string{"update JobId=3,5 Priority=10", "update JobId=4 Priority=11", "update JobId=6,7 Features=v100",
 				"update JobId=8 StartTime=now", "update JobId=9 Features="},
 		},
-		"long lists are cut in chunks sent at once": {
-			actions:  holds(1000, 2300),
-			wantRuns: []string{"hold 1000..1574 (575)", "hold 1575..2149 (575)", "hold 2150..2724 (575)", "hold 2725..3299 (575)"},
+		"long lists are cut in chunks": {
+			actions:  holds(1000, 1000),
+			wantRuns: []string{"hold 1000..1249 (250)", "hold 1250..1499 (250)", "hold 1500..1749 (250)", "hold 1750..1999 (250)"},
 		},
 	}
 	for name, tc := range tests {
@@ -636,7 +636,7 @@ func TestBatchChunks(t *testing.T) {
 		{150, []int{150}},
 		{250, []int{125, 125}},
 		{976, []int{244, 244, 244, 244}},
-		{1003, []int{251, 251, 251, 250}},
+		{1003, []int{201, 201, 201, 200, 200}},
 	}
 	for _, c := range cases {
 		got := batchChunks(c.n)
