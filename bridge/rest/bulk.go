@@ -44,6 +44,10 @@ var bulkOrder = []bridge.ActionKind{
 	bridge.ActRelease, bridge.ActBeginNow,
 }
 
+// textNotPending is slurmctld's answer to an update of a job that has
+// started (ESLURM_JOB_NOT_PENDING).
+const textNotPending = "Job is no longer pending execution"
+
 // restWorkers bounds the REST requests ApplyBatch has in flight at once
 // for actions sent one by one: slurmctld serializes job updates, so more
 // would only queue in slurmrestd and in front of users' commands.
@@ -57,10 +61,12 @@ const restWorkers = 8
 const bulkSize = 100
 
 // bulkTimeout is the deadline of a call that carries n jobs: the usual
-// one plus a share per job, since slurmctld takes each job in turn (a
-// requeue of a running job took up to 100 ms under load).
+// one plus a share per job, since slurmctld takes each job in turn. A
+// requeue of a running job took up to 200 ms while 960 were requeued and
+// as many started on the same 2-core machine, and a deadline that passes
+// makes a requeue that may well have happened count as failed.
 func (c *Client) bulkTimeout(n int) time.Duration {
-	return c.cfg.Timeout + time.Duration(n)*100*time.Millisecond
+	return c.cfg.Timeout + time.Duration(n)*500*time.Millisecond
 }
 
 // ApplyBatch implements bridge.BatchActuator (see the table above). Each
@@ -108,6 +114,14 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 			}
 		case bridge.ActBeginNow:
 			c.scontrolBulk(ctx, actions, listed, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, "StartTime=now"} })
+			for _, i := range listed {
+				if errs[i] != nil && strings.Contains(errs[i].Error(), textNotPending) {
+					// Released in an earlier step, the job started before
+					// its begin time could be set: what begin-now is for
+					// has happened.
+					errs[i] = nil
+				}
+			}
 		case bridge.ActSignal:
 			for _, group := range groupBy(actions, listed, func(a bridge.Action) string {
 				n, _ := bridge.SignalNumber(a.Signal) // valid: checked above
@@ -122,18 +136,6 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		}
 	}
 	return errs
-}
-
-// pace waits half as long as the list call before it took, so that a
-// large batch leaves slurmctld free for its users a third of the time
-// (see batchCallers).
-func pace(ctx context.Context, took time.Duration) {
-	t := time.NewTimer(took / 2)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // groupBy splits which by key, in order of first appearance.
@@ -211,18 +213,11 @@ func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, whic
 	for _, size := range batchChunks(len(which)) {
 		chunk := which[:size]
 		which = which[size:]
-		last := len(which) == 0
 		wg.Add(1)
 		callers <- struct{}{}
 		go func() {
 			defer wg.Done()
-			start := time.Now()
-			defer func() {
-				if !last {
-					pace(ctx, time.Since(start))
-				}
-				<-callers
-			}()
+			defer func() { <-callers }()
 			ids := make([]string, len(chunk))
 			named := make(map[string]bool, len(chunk))
 			for k, i := range chunk {
@@ -278,17 +273,13 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 		}
 		return
 	}
-	for first := true; len(which) > 0; first = false {
+	for len(which) > 0 {
 		chunk := which[:min(bulkSize, len(which))]
 		which = which[len(chunk):]
 		names := make([]string, len(chunk))
 		for k, i := range chunk {
 			names[k] = c.nameOf(actions[i].Job).name
 		}
-		if !first {
-			pace(ctx, c.lastBulk)
-		}
-		start := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
 		a, err := c.adapter(callCtx)
 		var failed map[string]error
@@ -296,7 +287,6 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 			failed, err = a.signalMany(callCtx, names, strconv.Itoa(n))
 		}
 		cancel()
-		c.lastBulk = time.Since(start)
 		var re *ReplyError
 		switch {
 		case err != nil && errors.As(err, &re) && re.NotFound():
@@ -348,21 +338,16 @@ func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which
 		viaScontrol(which)
 		return
 	}
-	for first := true; len(which) > 0; first = false {
+	for len(which) > 0 {
 		chunk := which[:min(bulkSize, len(which))]
 		which = which[len(chunk):]
 		names := make([]string, len(chunk))
 		for k, i := range chunk {
 			names[k] = c.nameOf(actions[i].Job).name
 		}
-		if !first {
-			pace(ctx, c.lastBulk)
-		}
-		start := time.Now()
 		callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(names)))
 		failed, err := r.requeueMany(callCtx, names, hold)
 		cancel()
-		c.lastBulk = time.Since(start)
 		c.forget(err)
 		var re *ReplyError
 		switch {

@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -203,4 +204,23 @@ func (f *fakeRestd) listBodies() []string {
 		}
 	}
 	return out
+}
+
+// A job released in an earlier step may start before its begin-now: that
+// is what begin-now was for, not a failure.
+func TestBeginNowOfAStartedJobIsDone(t *testing.T) {
+	f := &fakeRestd{t: t}
+	c, _ := newTestClient(t, f, func(cfg *Config) {
+		cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
+			return []byte("Job is no longer pending execution for job 8\nInvalid job id specified for job 9\n"), errors.New("exit status 1")
+		}
+	})
+	actions := []bridge.Action{{Kind: bridge.ActBeginNow, Job: 7}, {Kind: bridge.ActBeginNow, Job: 8}, {Kind: bridge.ActBeginNow, Job: 9}}
+	errs := c.ApplyBatch(context.Background(), actions)
+	if errs[0] != nil || errs[1] != nil {
+		t.Errorf("jobs 7 and 8: %v, %v; want both done", errs[0], errs[1])
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "Invalid job id") {
+		t.Errorf("job 9: %v, want its refusal", errs[2])
+	}
 }

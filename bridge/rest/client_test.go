@@ -637,6 +637,7 @@ func TestBatchChunks(t *testing.T) {
 		{250, []int{125, 125}},
 		{976, []int{244, 244, 244, 244}},
 		{1003, []int{201, 201, 201, 200, 200}},
+		{300, []int{100, 100, 100}},
 	}
 	for _, c := range cases {
 		got := batchChunks(c.n)
