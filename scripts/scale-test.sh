@@ -40,22 +40,16 @@ if [ "${SCALE_FRESH:-1}" = 1 ]; then
   # Leftovers of an earlier run would count as jobs.
   "$SCANCEL" -p "$SLURM_PARTITION" 2>/dev/null || true
   sleep 5
+else
+  # The daemon starts afresh (its state is removed above): the holds an
+  # earlier run left would be taken for an administrator's.
+  "$SQUEUE" -h -p "$SLURM_PARTITION" -t PD -o %i | xargs -r -n 500 | tr ' ' ',' | xargs -r -n 1 "$SCONTROL" release 2>/dev/null || true
 fi
 TAG="gavel: model=resnet50-bs64 steps=10M preempt=requeue"
 have=$("$SQUEUE" -h -p "$SLURM_PARTITION" -t PD,R -o %k | grep -c "^$TAG" || true)
 say "submitting $((JOBS - have)) tagged jobs ($have already there)"
 t0=$(date +%s.%N)
-# Two at a time: slurmctld also starts every job that fits meanwhile, and
-# on a small machine more submitters only time out.
-submit() {
-  for _ in 1 2 3 4 5; do
-    "$SBATCH" -Q -p "$SLURM_PARTITION" --gres=gpu:1 -o /dev/null --comment "$TAG" --wrap "sleep 100000" 2>/dev/null && return 0
-    sleep 2
-  done
-  echo "scale: a submission failed five times" >&2
-}
-export -f submit; export SBATCH SLURM_PARTITION TAG
-seq $((JOBS - have)) | xargs -P 2 -I{} bash -c submit >/dev/null || true
+scripts/scale-submit.py $((JOBS - have)) "$TAG" >"$DIR/submitted.txt" || say "some submissions failed"
 say "submitted in $(echo "$(date +%s.%N) - $t0" | bc) s"
 
 cat >"$DIR/gavel-slurm.toml" <<EOF
@@ -114,6 +108,13 @@ done
 rss=$(awk '/VmHWM/{print $2}' /proc/$DAEMON/status)
 st0=$(date +%s.%N); "$BIN" status --server "$LISTEN" --json >/dev/null; st1=$(date +%s.%N)
 kill $PROBE 2>/dev/null || true
+# What each kind of read costs, asked as the daemon asks it.
+api() { curl -s -o /dev/null -w '%{time_total} s, %{size_download} bytes' -H "X-SLURM-USER-NAME: $SLURM_USER_NAME" \
+  -H "X-SLURM-USER-TOKEN: $(cat "$SLURM_JWT_FILE")" "$SLURMRESTD_URL/slurm/v0.0.$1"; }
+v=$(echo "$SLURM_API_VERSIONS" | tr ' ' '\n' | tail -1 | sed 's/v0.0.//')
+look_state=$(api "$v/jobs/state")
+look_same=$(api "$v/jobs?update_time=$(($(date +%s) + 60))")
+read_full=$(api "$v/jobs")
 
 echo
 echo "jobs=$JOBS nodes=\"$NODES\" round=$ROUND policy=$POLICY release=$SLURM_RELEASE load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
@@ -134,4 +135,5 @@ looks=$(grep -c '"between rounds' "$DIR/daemon.log" || true)
 echo "daemon peak RSS: $((rss / 1024)) MB; status --json: $(printf '%.2f' "$(echo "$st1 - $st0" | bc)") s; looks that acted: $looks"
 sort -k2 -n "$DIR/probe.txt" | awk '{q[NR]=$2} END{printf "squeue latency over %d probes: median %.2f s, max %.2f s\n", NR, q[int((NR+1)/2)], q[NR]}'
 sort -k3 -n "$DIR/probe.txt" | awk '{q[NR]=$3} END{printf "sbatch latency over %d probes: median %.2f s, max %.2f s\n", NR, q[int((NR+1)/2)], q[NR]}'
+echo "reads: GET /jobs/state $look_state; GET /jobs unchanged since update_time $look_same; GET /jobs in full $read_full"
 echo "RPCs per round include the probe's squeue, sbatch and scancel (about 3 a second) and the looks between rounds."
