@@ -1,0 +1,80 @@
+//go:build integration
+
+package rest
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// A batch of each bulk kind against the real Slurm, through every API
+// version slurmrestd offers: signals in one DELETE /jobs, requeue-holds
+// as one list (POST /jobs/requeue on v0.0.45, scontrol before), then
+// constraint, release and begin-now lists on the requeued jobs; and a
+// look answered from job states alone matches the full read.
+func TestIntegrationBulkActionsAndLooks(t *testing.T) {
+	for _, version := range offeredVersions(t) {
+		t.Run(version, func(t *testing.T) {
+			c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = os.Getenv("SCONTROL") }, version)
+			a, b := submit(t, "--gres=gpu:1"), submit(t, "--gres=gpu:1")
+			for _, id := range []bridge.JobID{a, b} {
+				waitJob(t, c, id, "running", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
+			}
+			steps := [][]bridge.Action{
+				{{Kind: bridge.ActSignal, Job: a, Signal: "CONT"}, {Kind: bridge.ActSignal, Job: b, Signal: "CONT"}},
+				{{Kind: bridge.ActRequeueHold, Job: a}, {Kind: bridge.ActRequeueHold, Job: b}},
+				{{Kind: bridge.ActSetConstraints, Job: a, Constraints: "k80"}, {Kind: bridge.ActSetConstraints, Job: b, Constraints: "k80"}},
+			}
+			for _, step := range steps {
+				for i, err := range c.ApplyBatch(context.Background(), step) {
+					if err != nil {
+						t.Fatalf("%s: %v", step[i], err)
+					}
+				}
+			}
+			for _, id := range []bridge.JobID{a, b} {
+				j := waitJob(t, c, id, "requeued and held with constraint k80", func(j bridge.Job) bool {
+					return j.State == bridge.JobPending && j.Held && j.Constraints == "k80"
+				})
+				if j.Restarts < 1 {
+					t.Errorf("job %s: %d restarts after its requeue", id, j.Restarts)
+				}
+			}
+			full, err := c.Snapshot(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			look, err := c.Snapshot(bridge.AsLook(context.Background()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []bridge.JobID{a, b} {
+				fj, _ := full.Job(id)
+				lj, ok := look.Job(id)
+				if !ok || lj.State != fj.State || lj.Held != fj.Held || lj.Constraints != fj.Constraints {
+					t.Errorf("job %s: look shows %+v, full read %+v", id, lj, fj)
+				}
+			}
+			for i, err := range c.ApplyBatch(context.Background(), []bridge.Action{
+				{Kind: bridge.ActRelease, Job: a}, {Kind: bridge.ActRelease, Job: b},
+			}) {
+				if err != nil {
+					t.Errorf("release %d: %v", i, err)
+				}
+			}
+			for i, err := range c.ApplyBatch(context.Background(), []bridge.Action{
+				{Kind: bridge.ActBeginNow, Job: a}, {Kind: bridge.ActBeginNow, Job: b},
+			}) {
+				if err != nil {
+					t.Errorf("begin-now %d: %v", i, err)
+				}
+			}
+			for _, id := range []bridge.JobID{a, b} {
+				waitJob(t, c, id, "running again", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
+			}
+		})
+	}
+}
