@@ -19,7 +19,10 @@ func TestIntegrationBulkActionsAndLooks(t *testing.T) {
 	for _, version := range offeredVersions(t) {
 		t.Run(version, func(t *testing.T) {
 			c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = os.Getenv("SCONTROL") }, version)
-			a, b := submit(t, "--gres=gpu:1"), submit(t, "--gres=gpu:1")
+			// Both on v100 and moved to k80, as a round moves jobs: Slurm
+			// 24.11 kills a requeued job restarted at once on its old node
+			// ("Job credential revoked").
+			a, b := submit(t, "--gres=gpu:1", "--constraint=v100"), submit(t, "--gres=gpu:1", "--constraint=v100")
 			for _, id := range []bridge.JobID{a, b} {
 				waitJob(t, c, id, "running", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
 			}
