@@ -23,6 +23,11 @@
 //   - signal reaches the batch script and all steps;
 //   - hold, release and set-constraints may be repeated without error.
 //
+// A BatchActuator carries out many actions in few calls (bridge/rest:
+// scontrol lists, slurmrestd's list endpoints), and a snapshot taken
+// with AsLook's context may be answered from a lighter read when nothing
+// changed (bridge/rest: every job's state alone).
+//
 // A bridge that is also a RequeueChecker proves, without changing a job,
 // that its requeues would work; the daemon preempts nothing until then.
 //
