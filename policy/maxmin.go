@@ -25,11 +25,11 @@ import (
 // distinct jobs, not the job count.
 
 func init() {
-	register("max_min_fairness", func(Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness", agnostic: true}
+	register("max_min_fairness", func(o Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness", agnostic: true, interior: o.InteriorOptimum}
 	})
-	register("max_min_fairness_perf", func(Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness_perf"}
+	register("max_min_fairness_perf", func(o Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness_perf", interior: o.InteriorOptimum}
 	})
 }
 
@@ -40,6 +40,9 @@ type maxMinPolicy struct {
 	packed   bool
 	solver   levelSolver
 	memory   levelMemory
+	// interior returns the analytic center of the optimal face instead of
+	// the solver's vertex (Options.InteriorOptimum, center.go).
+	interior bool
 }
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
@@ -69,6 +72,9 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 		}
 	}
 	pol.memory.save(p, m)
+	if pol.interior && sol.x != nil {
+		m.center(sol, weight)
+	}
 	return m.allocation(p, pol.name, sol, stats)
 }
 

@@ -159,4 +159,22 @@ type Options struct {
 	// Seed feeds the randomized baselines (fifo's type choice, gandiva's
 	// pairing).
 	Seed int64
+	// FIFOBlocking makes the FIFO policies stop at the first job in
+	// arrival order that no GPU type has room for, as Gavel's FIFO does:
+	// later jobs wait behind it even where they would fit. Without it a
+	// later, smaller job may take GPUs a waiting multi-GPU job cannot use
+	// yet. Only scale factors above 1 can tell the two apart.
+	FIFOBlocking bool
+	// FIFOZeroRates reproduces a flaw of Gavel's fifo_perf on top of
+	// FIFOBlocking: a job whose only types with room are types it cannot
+	// run on is still allocated one of them (taking that room in the
+	// allocation, never running there). The paper does not intend it;
+	// reproductions that must match the reference bit for bit ask for it.
+	FIFOZeroRates bool
+	// InteriorOptimum makes the single-level max-min policies return the
+	// analytic center of their LP's optimal face, the optimum Gavel's
+	// interior-point solver returns, instead of the simplex method's vertex
+	// (see center.go). Both are optimal; which one is installed changes
+	// which jobs the round mechanism runs where.
+	InteriorOptimum bool
 }

@@ -37,6 +37,11 @@ type job struct {
 	everRan    bool
 	runSince   float64 // when its current run (lease) started
 	done       bool
+	// failures counts the job's failed micro-tasks in a row and dropped
+	// marks a job the reference would have given up on (Config.Faithful
+	// only, see microTaskFails).
+	failures int
+	dropped  bool
 	// Themis accounting: isoTime is the time the job would have needed so
 	// far on its isolated 1/n share; isoRate is that share's throughput as
 	// of the last reset and isoMark the remaining steps then.
@@ -117,7 +122,7 @@ func Run(cfg Config, src Source) (*Result, error) {
 	}
 	s.pol = cfg.Policy
 	if s.pol == nil {
-		if s.pol, err = policy.New(cfg.PolicyName, policy.Options{Seed: cfg.Seed}); err != nil {
+		if s.pol, err = policy.New(cfg.PolicyName, cfg.policyOptions()); err != nil {
 			return nil, err
 		}
 	}
@@ -373,10 +378,18 @@ func (s *simulator) completeRound() error {
 		if price, ok := s.cfg.Costs[a.Type]; ok {
 			s.res.Cost += exec * sf * price / 3600
 		}
+		if s.microTaskFails(tk) {
+			// Nothing ran: no steps and no time received.
+			usages = usages[:len(usages)-1]
+			s.res.busy[tk.typ] -= exec * sf
+			completed = s.failMicroTask(tk.jobs[0], tk.finish) || completed
+			continue
+		}
 		for m, j := range tk.jobs {
 			if j == nil {
 				continue
 			}
+			j.failures = 0
 			j.perType[tk.typ] += exec
 			j.remaining -= tk.steps[m]
 			if j.remaining <= 0 {
