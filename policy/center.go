@@ -149,9 +149,9 @@ type centering struct {
 	idx [][]int
 	// g and d are the gradient and the Newton direction; v holds B⁻¹U per
 	// class (nt×nt, row = type of the class's variable).
-	g, d, v [][]float64
+	g, d, v      [][]float64
 	used, q, utz []float64
-	mm, work   []float64
+	mm, work     []float64
 }
 
 func newCentering(classes []centerClass, capacity []float64, tau float64) *centering {

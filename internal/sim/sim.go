@@ -372,18 +372,16 @@ func (s *simulator) completeRound() error {
 		tk := &s.tasks[i]
 		a := &running[tk.assign]
 		exec := tk.finish - s.roundAt
+		if s.microTaskFails(tk) {
+			// Nothing counts: no steps, no time received, no GPU busy.
+			completed = s.failMicroTask(tk.jobs[0], tk.finish) || completed
+			continue
+		}
 		usages = append(usages, rounds.Usage{Key: a.Key, Type: a.Type, Seconds: exec})
 		sf := float64(tk.jobs[0].spec.ScaleFactor)
 		s.res.busy[tk.typ] += exec * sf
 		if price, ok := s.cfg.Costs[a.Type]; ok {
 			s.res.Cost += exec * sf * price / 3600
-		}
-		if s.microTaskFails(tk) {
-			// Nothing ran: no steps and no time received.
-			usages = usages[:len(usages)-1]
-			s.res.busy[tk.typ] -= exec * sf
-			completed = s.failMicroTask(tk.jobs[0], tk.finish) || completed
-			continue
 		}
 		for m, j := range tk.jobs {
 			if j == nil {
