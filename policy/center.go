@@ -378,3 +378,68 @@ func (m *mmModel) center(sol *mmSolution, weight []float64) {
 	}
 	sol.x = x
 }
+
+// centerFTF replaces the optimal allocation a of finish_time_fairness_perf
+// by the analytic center of its optimal face (Options.InteriorOptimum): the
+// allocations under which every job's ρ stays at or below the optimal max
+// ρ*, that is every job's effective throughput reaches
+// c_j(ρ*) = R_j / (ρ*·D_j − t_j). Dividing each job's throughputs by c_j
+// makes that a level of 1 for every job, the face centerLevels centers.
+// Jobs whose ρ no allocation changes keep their (empty) rows; a keeps its
+// vertex when the centering cannot start from it.
+func centerFTF(p *Problem, a *Allocation) {
+	rho := a.Objective
+	if !(rho > 0) || math.IsInf(rho, 0) || len(a.Rows) < len(p.Jobs) {
+		return
+	}
+	shares := NewIsolatedShares(p)
+	capacity := make([]float64, len(a.Types))
+	for k, t := range a.Types {
+		capacity[k] = float64(p.GPUs[t])
+	}
+	var classes []centerClass
+	var rows []int
+	var vertex [][]float64
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		iso := shares.Throughput(j)
+		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
+			return // rows not in problem order: leave the allocation alone
+		}
+		if j.StepsRemaining <= 0 || !(iso > 0) {
+			continue
+		}
+		slack := rho*(j.IsolatedTime+j.StepsRemaining/iso) - j.TimeSinceStart
+		if !(slack > 0) {
+			return
+		}
+		need := j.StepsRemaining / slack
+		c := centerClass{count: 1, sf: float64(jobScale(j)), a: make([]float64, len(a.Types))}
+		runs := false
+		for k, t := range a.Types {
+			if v := j.Throughput(t); v > 0 && p.GPUs[t] >= jobScale(j) {
+				c.a[k] = v / need
+				runs = true
+			}
+		}
+		if !runs {
+			continue
+		}
+		classes = append(classes, c)
+		rows = append(rows, i)
+		vertex = append(vertex, a.Rows[i].Fractions)
+	}
+	if len(classes) == 0 {
+		return
+	}
+	x, err := centerLevels(classes, capacity, 1, vertex)
+	if err != nil {
+		return
+	}
+	for n, i := range rows {
+		a.Rows[i].Fractions = x[n]
+	}
+	if obj, err := MaxFinishTimeFairness(p, a); err == nil {
+		a.Objective = obj
+	}
+}

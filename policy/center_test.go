@@ -110,3 +110,43 @@ func jobIndex(p *Problem, id string) int {
 	}
 	return -1
 }
+
+// finish_time_fairness_perf with InteriorOptimum keeps the optimal max ρ
+// (within the centering's relaxation) and gives time on every type where
+// some optimum does.
+func TestInteriorOptimumFinishTimeFairness(t *testing.T) {
+	p := &Problem{GPUs: map[string]int{"k80": 2, "v100": 2}, Jobs: []Job{
+		{ID: "a", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}, StepsRemaining: 1000, TimeSinceStart: 100},
+		{ID: "b", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}, StepsRemaining: 4000, TimeSinceStart: 10},
+		{ID: "c", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 3}, StepsRemaining: 2000},
+		{ID: "d", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 2, "v100": 3}, StepsRemaining: 3000, TimeSinceStart: 50},
+		{ID: "e", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 5}, StepsRemaining: 500},
+	}}
+	vertexPol, _ := New("finish_time_fairness_perf", Options{})
+	vertex, err := vertexPol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := New("finish_time_fairness_perf", Options{InteriorOptimum: true})
+	a, err := pol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Objective > vertex.Objective*(1+2*centerRelax) {
+		t.Errorf("max ρ %v, the optimum is %v", a.Objective, vertex.Objective)
+	}
+	zeros := 0
+	for i, r := range vertex.Rows {
+		for k := range r.Fractions {
+			if r.Fractions[k] < 1e-9 {
+				zeros++
+			}
+			if a.Rows[i].Fractions[k] < 1e-4 {
+				t.Errorf("%s: %v on %s, want time on every type", r.Jobs[0], a.Rows[i].Fractions[k], a.Types[k])
+			}
+		}
+	}
+	if zeros == 0 {
+		t.Error("the vertex already spreads every job; the case tests nothing")
+	}
+}
