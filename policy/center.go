@@ -443,3 +443,21 @@ func centerFTF(p *Problem, a *Allocation) {
 		a.Objective = obj
 	}
 }
+
+// countUnusableTypes gives every runnable job of an agnostic model rate 1
+// (its scale factor, in normalized units) also on the types where it cannot
+// run, as Gavel's max_min_fairness does (Options.AgnosticUnusableTypes).
+func (m *mmModel) countUnusableTypes() {
+	for j := range m.jobs {
+		mj := &m.jobs[j]
+		if !mj.runnable {
+			continue
+		}
+		for i := range mj.rate {
+			if mj.rate[i] == 0 && m.capacity[i] >= mj.sf {
+				mj.rate[i] = mj.sf
+			}
+		}
+		mj.physical = classKey(nil).float(mj.sf).floats(mj.rate)
+	}
+}

@@ -26,7 +26,7 @@ import (
 
 func init() {
 	register("max_min_fairness", func(o Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness", agnostic: true, interior: o.InteriorOptimum}
+		return &maxMinPolicy{name: "max_min_fairness", agnostic: true, interior: o.InteriorOptimum, unusable: o.AgnosticUnusableTypes}
 	})
 	register("max_min_fairness_perf", func(o Options) Policy {
 		return &maxMinPolicy{name: "max_min_fairness_perf", interior: o.InteriorOptimum}
@@ -43,6 +43,9 @@ type maxMinPolicy struct {
 	// interior returns the analytic center of the optimal face instead of
 	// the solver's vertex (Options.InteriorOptimum, center.go).
 	interior bool
+	// unusable counts, when agnostic, types where a job cannot run as
+	// usable (Options.AgnosticUnusableTypes).
+	unusable bool
 }
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
@@ -55,6 +58,9 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	}
+	if pol.agnostic && pol.unusable {
+		m.countUnusableTypes()
 	}
 	m.solver = pol.solver
 	pol.memory.restore(p, m)

@@ -13,13 +13,20 @@ import (
 //
 //   - the FIFO policies keep their queue strictly in order: a job that no
 //     type has room for stops the allocation, and the jobs behind it
-//     wait (policy.Options.FIFOBlocking).
+//     wait (policy.Options.FIFOBlocking);
+//   - the max-min and finish-time fairness LPs return the optimum an
+//     interior-point solver returns, the analytic center of the optimal
+//     face, not a vertex (policy.Options.InteriorOptimum).
 //
 // Config.Faithful adds the reference's behaviours that the paper does not
 // intend:
 //
 //   - fifo_perf allocates a job to a type it cannot run on when that is the
-//     only type with room (policy.Options.FIFOZeroRates).
+//     only type with room (policy.Options.FIFOZeroRates);
+//   - max_min_fairness counts every type as usable by every job, so jobs
+//     that cannot run on K80s are given K80 time (AgnosticUnusableTypes);
+//   - a multi-GPU job with fewer steps left than GPUs fails its round and
+//     is dropped after five (microTaskFails).
 
 // referenceMechanism reports whether the run uses the reference mechanism
 // (the zero Variant means it, as Config.Mechanism says).
@@ -37,6 +44,8 @@ func (c *Config) policyOptions() policy.Options {
 		FIFOBlocking:    c.referenceMechanism(),
 		FIFOZeroRates:   c.faithful(),
 		InteriorOptimum: c.referenceMechanism(),
+		// Gavel's agnostic LAS counts every type as usable.
+		AgnosticUnusableTypes: c.faithful(),
 	}
 }
 
