@@ -40,8 +40,19 @@ const centerRelax = 1e-3
 type centerClass struct {
 	count, sf float64
 	// a is the weighted level per unit of time on each type (0: the class
-	// cannot run there and gets no time there).
+	// cannot run there and gets no time there, unless free says otherwise).
 	a []float64
+	// free, when set, names the types whose fractions are variables even
+	// where a is 0 (Options.InteriorUnusableTypes).
+	free []bool
+}
+
+// variable reports whether the class's fraction on type w is a variable.
+func (c *centerClass) variable(w int) bool {
+	if c.free != nil {
+		return c.free[w]
+	}
+	return c.a[w] > 0
 }
 
 // errCenterStart reports that the vertex given as start does not reach the
@@ -59,8 +70,8 @@ func centerLevels(classes []centerClass, capacity []float64, level float64, vert
 	demand := make([]float64, nt)
 	usable := make([]int, len(classes))
 	for k, c := range classes {
-		for w, a := range c.a {
-			if a > 0 {
+		for w := range c.a {
+			if c.variable(w) {
 				usable[k]++
 				demand[w] += c.count * c.sf
 			}
@@ -72,8 +83,8 @@ func centerLevels(classes []centerClass, capacity []float64, level float64, vert
 	y := make([][]float64, len(classes))
 	for k, c := range classes {
 		y[k] = make([]float64, nt)
-		for w, a := range c.a {
-			if a > 0 {
+		for w := range c.a {
+			if c.variable(w) {
 				y[k][w] = math.Min(0.5/float64(usable[k]), 0.5*capacity[w]/demand[w])
 			}
 		}
@@ -94,7 +105,7 @@ func centerLevels(classes []centerClass, capacity []float64, level float64, vert
 	for k := range classes {
 		x[k] = make([]float64, nt)
 		for w := range x[k] {
-			if classes[k].a[w] > 0 {
+			if classes[k].variable(w) {
 				x[k][w] = (1-theta)*math.Max(vertex[k][w], 0) + theta*y[k][w]
 			}
 		}
@@ -161,8 +172,8 @@ func newCentering(classes []centerClass, capacity []float64, tau float64) *cente
 		v: make([][]float64, len(classes)), used: make([]float64, nt), q: make([]float64, nt), utz: make([]float64, nt),
 		mm: make([]float64, nt*(nt+1)), work: make([]float64, nt*(2*nt+1))}
 	for k, c := range classes {
-		for w, a := range c.a {
-			if a > 0 {
+		for w := range c.a {
+			if c.variable(w) {
 				ce.idx[k] = append(ce.idx[k], w)
 			}
 		}
@@ -349,7 +360,7 @@ func addScaled(dst, x, d []float64, step float64) []float64 {
 // center replaces sol's vertex by the analytic center of the optimal face
 // (Options.InteriorOptimum) when sol raised every class with weight > 0 from
 // floor 0; it keeps the vertex when the centering cannot start from it.
-func (m *mmModel) center(sol *mmSolution, weight []float64) {
+func (m *mmModel) center(sol *mmSolution, weight []float64, unusable bool) {
 	n := sol.classes.Count()
 	if n == 0 || len(sol.x) != n || sol.pairs != nil {
 		return
@@ -367,6 +378,14 @@ func (m *mmModel) center(sol *mmSolution, weight []float64) {
 			a[w] = r / weight[j]
 		}
 		classes[c] = centerClass{count: float64(sol.classes.Size(c)), sf: job.sf, a: a}
+		if unusable {
+			// As ECOS sees it: a fraction on every type with room for the
+			// job, also where it cannot run.
+			classes[c].free = make([]bool, len(a))
+			for w := range a {
+				classes[c].free[w] = m.capacity[w] >= job.sf
+			}
+		}
 		level = math.Min(level, dot(a, sol.x[c]))
 	}
 	if !(level > 0) {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -148,5 +149,41 @@ func TestInteriorOptimumFinishTimeFairness(t *testing.T) {
 	}
 	if zeros == 0 {
 		t.Error("the vertex already spreads every job; the case tests nothing")
+	}
+}
+
+// InteriorUnusableTypes keeps, as Gavel's LP does, a fraction on every type
+// as a variable: the center then gives a job time on a type it cannot run
+// on, while the optimal level stays what it is.
+func TestInteriorUnusableTypes(t *testing.T) {
+	p := &Problem{GPUs: map[string]int{"k80": 2, "v100": 2}, Jobs: []Job{
+		{ID: "any", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}},
+		{ID: "nok80", ScaleFactor: 1, Throughputs: map[string]float64{"v100": 3}},
+		{ID: "other", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}},
+	}}
+	k80 := slices.Index(p.Types(), "k80")
+	for _, tc := range []struct {
+		name     string
+		unusable bool
+		wantK80  bool
+	}{
+		{"usable types only", false, false},
+		{"every type", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, _ := New("max_min_fairness_perf", Options{InteriorOptimum: true, InteriorUnusableTypes: tc.unusable})
+			a, err := pol.Allocate(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vertexPol, _ := New("max_min_fairness_perf", Options{})
+			vertex, _ := vertexPol.Allocate(p)
+			if a.Objective < vertex.Objective*(1-2*centerRelax) {
+				t.Errorf("objective %v, the optimum is %v", a.Objective, vertex.Objective)
+			}
+			if got := a.Rows[1].Fractions[k80] > 1e-4; got != tc.wantK80 {
+				t.Errorf("nok80 on k80: %v", a.Rows[1].Fractions[k80])
+			}
+		})
 	}
 }

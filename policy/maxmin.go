@@ -29,7 +29,7 @@ func init() {
 		return &maxMinPolicy{name: "max_min_fairness", agnostic: true, interior: o.InteriorOptimum, unusable: o.AgnosticUnusableTypes}
 	})
 	register("max_min_fairness_perf", func(o Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness_perf", interior: o.InteriorOptimum}
+		return &maxMinPolicy{name: "max_min_fairness_perf", interior: o.InteriorOptimum, interiorUnusable: o.InteriorUnusableTypes}
 	})
 }
 
@@ -46,6 +46,9 @@ type maxMinPolicy struct {
 	// unusable counts, when agnostic, types where a job cannot run as
 	// usable (Options.AgnosticUnusableTypes).
 	unusable bool
+	// interiorUnusable centers over fractions on those types too
+	// (Options.InteriorUnusableTypes).
+	interiorUnusable bool
 }
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
@@ -79,7 +82,7 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 	}
 	pol.memory.save(p, m)
 	if pol.interior && sol.x != nil {
-		m.center(sol, weight)
+		m.center(sol, weight, pol.interiorUnusable)
 	}
 	return m.allocation(p, pol.name, sol, stats)
 }

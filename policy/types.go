@@ -183,4 +183,10 @@ type Options struct {
 	// or 8 K80s), so the LP gives such jobs time they can never use. The
 	// paper does not intend it.
 	AgnosticUnusableTypes bool
+	// InteriorUnusableTypes makes the interior optimum of
+	// max_min_fairness_perf (InteriorOptimum) keep, as Gavel's LP does, a
+	// time fraction on every type for every job, also where the job cannot
+	// run: the center then gives such jobs time there that they never use.
+	// The paper does not intend it.
+	InteriorUnusableTypes bool
 }

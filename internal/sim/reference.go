@@ -44,8 +44,10 @@ func (c *Config) policyOptions() policy.Options {
 		FIFOBlocking:    c.referenceMechanism(),
 		FIFOZeroRates:   c.faithful(),
 		InteriorOptimum: c.referenceMechanism(),
-		// Gavel's agnostic LAS counts every type as usable.
+		// Gavel's agnostic LAS counts every type as usable, and its aware
+		// LAS keeps a fraction on every type as a variable.
 		AgnosticUnusableTypes: c.faithful(),
+		InteriorUnusableTypes: c.faithful(),
 	}
 }
 

@@ -18,7 +18,7 @@ func TestPolicyOptionsFollowTheMechanism(t *testing.T) {
 	}{
 		{"", false, policy.Options{Seed: 7, FIFOBlocking: true, InteriorOptimum: true}},
 		{rounds.VariantGavel, false, policy.Options{Seed: 7, FIFOBlocking: true, InteriorOptimum: true}},
-		{rounds.VariantGavel, true, policy.Options{Seed: 7, FIFOBlocking: true, FIFOZeroRates: true, InteriorOptimum: true, AgnosticUnusableTypes: true}},
+		{rounds.VariantGavel, true, policy.Options{Seed: 7, FIFOBlocking: true, FIFOZeroRates: true, InteriorOptimum: true, AgnosticUnusableTypes: true, InteriorUnusableTypes: true}},
 		{rounds.VariantImproved, false, policy.Options{Seed: 7}},
 		{rounds.VariantImproved, true, policy.Options{Seed: 7}},
 	} {
