@@ -24,7 +24,10 @@ import (
 //   - fifo_perf allocates a job to a type it cannot run on when that is the
 //     only type with room (policy.Options.FIFOZeroRates);
 //   - max_min_fairness counts every type as usable by every job, so jobs
-//     that cannot run on K80s are given K80 time (AgnosticUnusableTypes);
+//     that cannot run on K80s are given K80 time (AgnosticUnusableTypes),
+//     and max_min_fairness_perf's interior optimum gives them K80 time as
+//     well, since Gavel's LP keeps those fractions as variables
+//     (InteriorUnusableTypes);
 //   - a multi-GPU job with fewer steps left than GPUs fails its round and
 //     is dropped after five (microTaskFails).
 
