@@ -37,9 +37,9 @@ import (
 const fifoPackingThreshold = 1.5
 
 func init() {
-	register("fifo", func(o Options) Policy { return newFIFO("fifo", fifoQuirk, o.Seed) })
-	register("fifo_perf", func(o Options) Policy { return newFIFO("fifo_perf", fifoFastest, o.Seed) })
-	register("fifo_packed", func(o Options) Policy { return newFIFO("fifo_packed", fifoFastestPacked, o.Seed) })
+	register("fifo", func(o Options) Policy { return newFIFO("fifo", fifoQuirk, o) })
+	register("fifo_perf", func(o Options) Policy { return newFIFO("fifo_perf", fifoFastest, o) })
+	register("fifo_packed", func(o Options) Policy { return newFIFO("fifo_packed", fifoFastestPacked, o) })
 }
 
 type fifoMode int
@@ -59,16 +59,20 @@ type fifoPolicy struct {
 	rng  *rand.Rand
 	// placed holds the sticky type of each job (agnostic modes only).
 	placed map[string]string
+	// blocking and zeroRates are Options.FIFOBlocking and
+	// Options.FIFOZeroRates.
+	blocking, zeroRates bool
 }
 
-func newFIFO(name string, mode fifoMode, seed int64) *fifoPolicy {
-	return &fifoPolicy{name: name, mode: mode, rng: rand.New(rand.NewSource(seed)), placed: map[string]string{}}
+func newFIFO(name string, mode fifoMode, o Options) *fifoPolicy {
+	return &fifoPolicy{name: name, mode: mode, rng: rand.New(rand.NewSource(o.Seed)), placed: map[string]string{},
+		blocking: o.FIFOBlocking, zeroRates: o.FIFOBlocking && o.FIFOZeroRates}
 }
 
 // NewRandomTypeFIFO returns a heterogeneity-agnostic FIFO that gives each
 // new job a uniformly random type among those with room for it (drawn from
 // seed) and keeps it there until it leaves.
-func NewRandomTypeFIFO(seed int64) Policy { return newFIFO("fifo", fifoRandom, seed) }
+func NewRandomTypeFIFO(seed int64) Policy { return newFIFO("fifo", fifoRandom, Options{Seed: seed}) }
 
 func (f *fifoPolicy) Name() string { return f.name }
 
@@ -117,6 +121,9 @@ func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 			if placement[i] != "" {
 				continue
 			}
+			if f.blocking && !roomFor(free, jobScale(j)) {
+				break
+			}
 			var t string
 			if f.mode == fifoQuirk {
 				if target == "" || !fits(j, target) {
@@ -142,10 +149,23 @@ func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 	case fifoFastest, fifoFastestPacked:
 		for _, i := range order {
 			j := &p.Jobs[i]
+			if f.blocking && !roomFor(free, jobScale(j)) {
+				break
+			}
 			best := ""
 			for _, t := range types {
 				if fits(j, t) && free[t] >= jobScale(j) && (best == "" || j.Throughput(t) > j.Throughput(best)) {
 					best = t
+				}
+			}
+			if best == "" && f.zeroRates {
+				// Gavel compares rates against -1, so a type the job
+				// cannot use wins when it is the only one with room.
+				for _, t := range types {
+					if free[t] >= jobScale(j) {
+						best = t
+						break
+					}
 				}
 			}
 			if best != "" {
@@ -223,6 +243,16 @@ func (f *fifoPolicy) pack(p *Problem, a *Allocation, order []int, placement []st
 		x[col[t]] = 1
 		a.Rows = append(a.Rows, Row{Jobs: []string{p.Jobs[bestMate].ID, waiting.ID}, Fractions: x})
 	}
+}
+
+// roomFor reports whether some type has n GPUs free.
+func roomFor(free map[string]int, n int) bool {
+	for _, f := range free {
+		if f >= n {
+			return true
+		}
+	}
+	return false
 }
 
 // arrivalOrder returns job indices by arrival, ties by problem order.

@@ -51,8 +51,8 @@ func init() {
 	register("finish_time_fairness", func(Options) Policy {
 		return &ftfPolicy{name: "finish_time_fairness", agnostic: true}
 	})
-	register("finish_time_fairness_perf", func(Options) Policy {
-		return &ftfPolicy{name: "finish_time_fairness_perf"}
+	register("finish_time_fairness_perf", func(o Options) Policy {
+		return &ftfPolicy{name: "finish_time_fairness_perf", interior: o.InteriorOptimum}
 	})
 	register("finish_time_fairness_packed", func(Options) Policy {
 		return &ftfPolicy{name: "finish_time_fairness_packed", packed: true}
@@ -69,6 +69,9 @@ type ftfPolicy struct {
 	agnostic bool
 	packed   bool
 	memory   ftfMemory
+	// interior returns the analytic center of the optimal face instead of
+	// the solver's vertex (Options.InteriorOptimum, center.go).
+	interior bool
 }
 
 func (pol *ftfPolicy) Name() string { return pol.name }
@@ -96,6 +99,9 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
 	a.Stats.Classes = len(p.Jobs) // no aggregation: one LP row per job
+	if pol.interior && !pol.packed && !pol.agnostic {
+		centerFTF(p, a)
+	}
 	return a, nil
 }
 

@@ -25,11 +25,11 @@ import (
 // distinct jobs, not the job count.
 
 func init() {
-	register("max_min_fairness", func(Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness", agnostic: true}
+	register("max_min_fairness", func(o Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness", agnostic: true, interior: o.InteriorOptimum, unusable: o.AgnosticUnusableTypes}
 	})
-	register("max_min_fairness_perf", func(Options) Policy {
-		return &maxMinPolicy{name: "max_min_fairness_perf"}
+	register("max_min_fairness_perf", func(o Options) Policy {
+		return &maxMinPolicy{name: "max_min_fairness_perf", interior: o.InteriorOptimum, interiorUnusable: o.InteriorUnusableTypes}
 	})
 }
 
@@ -40,6 +40,15 @@ type maxMinPolicy struct {
 	packed   bool
 	solver   levelSolver
 	memory   levelMemory
+	// interior returns the analytic center of the optimal face instead of
+	// the solver's vertex (Options.InteriorOptimum, center.go).
+	interior bool
+	// unusable counts, when agnostic, types where a job cannot run as
+	// usable (Options.AgnosticUnusableTypes).
+	unusable bool
+	// interiorUnusable centers over fractions on those types too
+	// (Options.InteriorUnusableTypes).
+	interiorUnusable bool
 }
 
 func (pol *maxMinPolicy) Name() string { return pol.name }
@@ -52,6 +61,9 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 	m, err := newMMModel(p, pol.agnostic, pol.packed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
+	}
+	if pol.agnostic && pol.unusable {
+		m.countUnusableTypes()
 	}
 	m.solver = pol.solver
 	pol.memory.restore(p, m)
@@ -69,6 +81,9 @@ func (pol *maxMinPolicy) Allocate(p *Problem) (*Allocation, error) {
 		}
 	}
 	pol.memory.save(p, m)
+	if pol.interior && sol.x != nil {
+		m.center(sol, weight, pol.interiorUnusable)
+	}
 	return m.allocation(p, pol.name, sol, stats)
 }
 

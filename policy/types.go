@@ -159,4 +159,34 @@ type Options struct {
 	// Seed feeds the randomized baselines (fifo's type choice, gandiva's
 	// pairing).
 	Seed int64
+	// FIFOBlocking makes the FIFO policies stop at the first job in
+	// arrival order that no GPU type has room for, as Gavel's FIFO does:
+	// later jobs wait behind it even where they would fit. Without it a
+	// later, smaller job may take GPUs a waiting multi-GPU job cannot use
+	// yet. Only scale factors above 1 can tell the two apart.
+	FIFOBlocking bool
+	// FIFOZeroRates reproduces a flaw of Gavel's fifo_perf on top of
+	// FIFOBlocking: a job whose only types with room are types it cannot
+	// run on is still allocated one of them (taking that room in the
+	// allocation, never running there). The paper does not intend it;
+	// reproductions that must match the reference bit for bit ask for it.
+	FIFOZeroRates bool
+	// InteriorOptimum makes the single-level max-min policies return the
+	// analytic center of their LP's optimal face, the optimum Gavel's
+	// interior-point solver returns, instead of the simplex method's vertex
+	// (see center.go). Both are optimal; which one is installed changes
+	// which jobs the round mechanism runs where.
+	InteriorOptimum bool
+	// AgnosticUnusableTypes reproduces a flaw of Gavel's
+	// max_min_fairness: it sets every job's throughput to 1 on every type,
+	// also where the job cannot run (ResNet-50 with batch size 128 on 2, 4
+	// or 8 K80s), so the LP gives such jobs time they can never use. The
+	// paper does not intend it.
+	AgnosticUnusableTypes bool
+	// InteriorUnusableTypes makes the interior optimum of
+	// max_min_fairness_perf (InteriorOptimum) keep, as Gavel's LP does, a
+	// time fraction on every type for every job, also where the job cannot
+	// run: the center then gives such jobs time there that they never use.
+	// The paper does not intend it.
+	InteriorUnusableTypes bool
 }

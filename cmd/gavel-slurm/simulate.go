@@ -49,7 +49,10 @@ type simFlags struct {
 	window                         [2]int
 	round, overhead, resetInterval time.Duration
 	// mechanism is the round mechanism's variant (improved or gavel).
-	mechanism  rounds.Variant
+	mechanism rounds.Variant
+	// faithful adds the reference's unintended behaviours to --mechanism
+	// gavel (sim.Config.Faithful).
+	faithful   bool
 	minRunTime time.Duration
 	// restartCosts draws each job's restart cost; restartHold and
 	// restartHoldMax are the restart mechanism's knobs (0: its defaults).
@@ -209,6 +212,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	mechanism := fs.String("mechanism", string(rounds.VariantImproved), "round mechanism: improved (re-solves on arrivals and completions, "+
 		"runs jobs where their allocation puts them), gavel (the paper's, for reproductions) or restart (improved, and weighs each "+
 		"preemption and move against the job's restart cost)")
+	faithful := fs.Bool("faithful", false, "with --mechanism gavel: also reproduce the reference simulator's behaviours the paper does not intend "+
+		"(multi-GPU jobs dropped after five rounds with fewer steps than GPUs, FIFO allocations on types a job cannot run on, "+
+		"LAS allocations that give time on such types)")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	jobsCSV := fs.String("jobs-csv", "", "write one CSV line per job (arrival, start, finish, time per GPU type) to FILE")
@@ -244,6 +250,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		}
 	}
 	f.restartHold, f.restartHoldMax, f.restartFinish = *restartHold, *restartHoldMax, *restartFinish
+	if *faithful && f.mechanism != rounds.VariantGavel {
+		return nil, errors.New("--faithful needs --mechanism gavel")
+	}
+	f.faithful = *faithful
 	f.daemonStep, f.grace, f.refillPoll = *daemonStep, *grace, *refillPoll
 	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
 	f.estimateNoTable = *estimateRef == "none"
@@ -479,7 +489,7 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, PolicyName: policyName, Table: table,
 		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(), Mechanism: f.mechanism,
 		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
-		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now,
+		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now, Faithful: f.faithful,
 		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(),
 		RestartFinish: f.restartFinish,
 	}

@@ -54,6 +54,10 @@ type Config struct {
 	// rounds.VariantGavel, the reference's, which the package's tests and
 	// the reproductions of the paper compare against.
 	Mechanism rounds.Variant
+	// Faithful adds, with the reference mechanism, the reference's
+	// behaviours that the paper does not intend (see reference.go); the
+	// reproductions of the paper leave it off.
+	Faithful bool
 	// PreemptionOverhead is the time a job loses each time it restarts
 	// after having run before (moved to other GPUs, or resumed after
 	// waiting). Lease extensions cost nothing. The paper's simulations use 0.

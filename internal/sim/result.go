@@ -55,6 +55,9 @@ type Result struct {
 	LPs          int    `json:"lps"`
 	LargestLP    [2]int `json:"largest_lp_rows_cols"`
 	JobsAdmitted int    `json:"jobs_admitted"`
+	// JobsDropped counts the jobs the reference's failed micro-task rule
+	// gave up on (Config.Faithful only; measured or not).
+	JobsDropped int `json:"jobs_dropped,omitempty"`
 	// PeakActive is the largest number of jobs in the system at once.
 	PeakActive int `json:"peak_active"`
 	// WallSeconds and SolverSeconds are real time spent (0 without a Clock).
@@ -102,6 +105,9 @@ type JobRecord struct {
 	// Estimated is, under estimation, the rates (steps/s, indexed like
 	// Result.Types) the policy was last given for the job; nil otherwise.
 	Estimated []float64
+	// Dropped marks a job the reference's failed micro-task rule gave up
+	// on (Config.Faithful); it has no finish and counts in no average.
+	Dropped bool
 }
 
 // JCT is the completion time of a finished job (-1 otherwise).
@@ -136,7 +142,13 @@ func (s *simulator) finishResult() {
 				rec.FTF = rec.JCT() / j.isoTime
 			}
 		}
-		if rec.Measured && j.done {
+		if j.dropped {
+			// The reference leaves a dropped job out of its averages.
+			rec.Finish, rec.FTF = -1, 0
+			rec.Dropped = true
+			r.JobsDropped++
+		}
+		if rec.Measured && j.done && !j.dropped {
 			jcts = append(jcts, rec.JCT())
 			rhos = append(rhos, rec.FTF)
 			if j.spec.SLO > 0 {

@@ -37,6 +37,11 @@ type job struct {
 	everRan    bool
 	runSince   float64 // when its current run (lease) started
 	done       bool
+	// failures counts the job's failed micro-tasks in a row and dropped
+	// marks a job the reference would have given up on (Config.Faithful
+	// only, see microTaskFails).
+	failures int
+	dropped  bool
 	// Themis accounting: isoTime is the time the job would have needed so
 	// far on its isolated 1/n share; isoRate is that share's throughput as
 	// of the last reset and isoMark the remaining steps then.
@@ -117,7 +122,7 @@ func Run(cfg Config, src Source) (*Result, error) {
 	}
 	s.pol = cfg.Policy
 	if s.pol == nil {
-		if s.pol, err = policy.New(cfg.PolicyName, policy.Options{Seed: cfg.Seed}); err != nil {
+		if s.pol, err = policy.New(cfg.PolicyName, cfg.policyOptions()); err != nil {
 			return nil, err
 		}
 	}
@@ -367,6 +372,11 @@ func (s *simulator) completeRound() error {
 		tk := &s.tasks[i]
 		a := &running[tk.assign]
 		exec := tk.finish - s.roundAt
+		if s.microTaskFails(tk) {
+			// Nothing counts: no steps, no time received, no GPU busy.
+			completed = s.failMicroTask(tk.jobs[0], tk.finish) || completed
+			continue
+		}
 		usages = append(usages, rounds.Usage{Key: a.Key, Type: a.Type, Seconds: exec})
 		sf := float64(tk.jobs[0].spec.ScaleFactor)
 		s.res.busy[tk.typ] += exec * sf
@@ -377,6 +387,7 @@ func (s *simulator) completeRound() error {
 			if j == nil {
 				continue
 			}
+			j.failures = 0
 			j.perType[tk.typ] += exec
 			j.remaining -= tk.steps[m]
 			if j.remaining <= 0 {
