@@ -24,6 +24,7 @@ started_at=$SECONDS
 # env file stay as they are.
 check_release
 nodes_list >/dev/null || exit 1
+shard_setting "" >/dev/null || exit 1
 
 # Another release's stack of this checkout uses the same ports and state
 # files: refuse, since someone may be testing against it (stopping it
@@ -173,7 +174,7 @@ configure_root() {
   # Each node's features: its GPU type (the daemon's constraint) and, on
   # the first node of each type, "ib", a feature of the users' own that
   # the daemon must keep when it adds the type.
-  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i features gpu_nodes=""
+  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i features gpu_nodes="" gres_types=gpu
   while read -r name type gpus port; do
     for ((i = 0; i < gpus; i++)); do
       [ -c "$r/var/lib/gavel-gpus/$name-gpu$i" ] || mknod "$r/var/lib/gavel-gpus/$name-gpu$i" c 1 3
@@ -195,8 +196,20 @@ configure_root() {
     features=$type
     [[ $name == *-1 ]] && features+=",ib"
     gpu_nodes+="${gpu_nodes:+,}$name"
-    nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=gpu:$type:$gpus Feature=$features State=UNKNOWN"$'\n'
+    local node_gres="gpu:$type:$gpus" shards shard_flags
     gres+="NodeName=$name Name=gpu Type=$type File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]"$'\n'
+    read -r shards shard_flags <<<"$(shard_setting "$type")"
+    if [ "$shards" -gt 0 ]; then
+      # GPU sharing (SLURM_GPU_SHARDS): the node's GPUs also count as
+      # shards, on the same device files, so that Slurm knows which GPU
+      # each shard lives on and never gives one GPU whole and in shards
+      # at once. With one_sharing, shards come from one GPU of the node at
+      # a time: two shard jobs on a node always share a GPU.
+      node_gres+=",shard:$((shards * gpus))"
+      gres+="NodeName=$name Name=shard Count=$((shards * gpus)) File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]${shard_flags:+ Flags=$shard_flags}"$'\n'
+      gres_types="gpu,shard"
+    fi
+    nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=$node_gres Feature=$features State=UNKNOWN"$'\n'
   done < <(all_nodes_list)
   [ -n "$nodes" ] || fail "SLURM_GPU_NODES defines no nodes"
 
@@ -204,6 +217,7 @@ configure_root() {
   conf="$(sed -e "s|@HOST@|$host|g" -e "s|@SLURMCTLD_PORT@|$SLURMCTLD_PORT|g" \
     -e "s|@LOG@|$SLURM_LOG_IN_ROOT|g" -e "s|@GPU_NODES@|$gpu_nodes|g" \
     -e "s|@MIXED_NODE@|$SLURM_MIXED_NODE|g" -e "s|@MIXED_PARTITION@|$SLURM_MIXED_PARTITION|g" \
+    -e "s|@GRES_TYPES@|$gres_types|g" \
     "$SLURM_TEMPLATES/slurm.conf.in")"
   conf="${conf/@NODES@/$nodes}"
   printf '%s\n' "$conf" >"$r/etc/slurm/slurm.conf"
@@ -399,6 +413,7 @@ write_env() {
     printf 'SLURM_API_VERSION=v0.0.42\n'
     printf 'SLURM_PARTITION=gpu\n'
     printf 'SLURM_GPU_NODES=%q\n' "$SLURM_GPU_NODES"
+    printf 'SLURM_GPU_SHARDS=%q\n' "$SLURM_GPU_SHARDS"
     printf 'SLURM_MIXED_NODE=%q\nSLURM_MIXED_PARTITION=%q\n' "$SLURM_MIXED_NODE" "$SLURM_MIXED_PARTITION"
     printf 'SBATCH=%q\nSRUN=%q\nSCONTROL=%q\nSQUEUE=%q\nSINFO=%q\nSCANCEL=%q\n' \
       "$SLURM_BIN/sbatch" "$SLURM_BIN/srun" "$SLURM_BIN/scontrol" "$SLURM_BIN/squeue" \
