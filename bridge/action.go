@@ -77,6 +77,15 @@ const (
 	// ActRequeueHold requeues a running job and holds it, so that its next
 	// placement can be chosen before it becomes eligible.
 	ActRequeueHold ActionKind = "requeue-hold"
+	// ActSetShare makes a pending single-GPU job share a GPU or stop
+	// sharing one (space sharing, docs/space-sharing.md). With Shards > 0
+	// it asks for Action.Shards shards of one GPU on node Action.Node
+	// (gres/shard, --nodelist, one node) and Action.Constraints; with
+	// Shards 0 it asks for one whole GPU again, on any node
+	// (Action.Node must be empty). Where the site lets shards use one GPU
+	// of a node at a time, the jobs the daemon sends to one node share one
+	// GPU.
+	ActSetShare ActionKind = "set-share"
 )
 
 // Action is one change to one job. It is a plain comparable value so that it
@@ -96,6 +105,9 @@ type Action struct {
 	GPUs        int `json:"gpus,omitempty"`
 	// Tasks is the limit ActSetArrayLimit sets (0: none).
 	Tasks int `json:"tasks,omitempty"`
+	// Node and Shards are what ActSetShare asks for.
+	Node   string `json:"node,omitempty"`
+	Shards int    `json:"shards,omitempty"`
 }
 
 // maxShapeGPUs bounds the counts of a shape, as the reader bounds what it
@@ -115,6 +127,12 @@ func (a Action) String() string {
 		fmt.Fprintf(&b, " (signal=%s)", a.Signal)
 	case ActSetArrayLimit:
 		fmt.Fprintf(&b, " (tasks=%d)", a.Tasks)
+	case ActSetShare:
+		if a.Shards > 0 {
+			fmt.Fprintf(&b, " (shards=%d node=%s constraints=%q)", a.Shards, a.Node, a.Constraints)
+		} else {
+			fmt.Fprintf(&b, " (whole GPU constraints=%q)", a.Constraints)
+		}
 	case ActSetShape:
 		if a.GPUsPerNode > 0 {
 			fmt.Fprintf(&b, " (nodes=%d gpus_per_node=%d constraints=%q)", a.Nodes, a.GPUsPerNode, a.Constraints)
@@ -143,6 +161,10 @@ func (a Action) Validate() error {
 	case ActSignal:
 		if _, err := SignalNumber(a.Signal); err != nil {
 			return fmt.Errorf("%s: %w", a, err)
+		}
+	case ActSetShare:
+		if err := a.validateShare(); err != nil {
+			return err
 		}
 	case ActSetShape:
 		if strings.ContainsAny(a.Constraints, "\n\x00") {

@@ -136,3 +136,74 @@ func GPUs(list []GRES) (count int64, gpuType string, err error) {
 	}
 	return count, gpuType, nil
 }
+
+// GPUShards is how the shards of one GPU are used, from the detail Slurm
+// prints after a shard entry: "shard:v100:2(2/2,0/2)" in a node's
+// gres_used says GPU 0 has 2 of its 2 shards allocated and GPU 1 none of
+// 2; "shard:1(0/2,1/2)" in a job's gres_detail says the job holds 1 shard
+// of GPU 1.
+type GPUShards struct {
+	Used  int64 `json:"used"`
+	Total int64 `json:"total"`
+}
+
+// ParseShardDetail parses that detail: one "used/total" per GPU of the
+// node, in the order of the node's GPU indices. Slurm gives shards in this
+// form only; any other detail ("IDX:0") is an error.
+func ParseShardDetail(detail string) ([]GPUShards, error) {
+	detail = strings.TrimSpace(detail)
+	if detail == "" {
+		return nil, nil
+	}
+	parts := strings.Split(detail, ",")
+	out := make([]GPUShards, len(parts))
+	for i, part := range parts {
+		usedText, totalText, ok := strings.Cut(strings.TrimSpace(part), "/")
+		if !ok {
+			return nil, fmt.Errorf("shard detail %q: GPU %d: want used/total", detail, i)
+		}
+		used, okUsed := parseGRESCount(usedText)
+		total, okTotal := parseGRESCount(totalText)
+		if !okUsed || !okTotal || used > total {
+			return nil, fmt.Errorf("shard detail %q: GPU %d: %q is not used/total", detail, i, part)
+		}
+		out[i] = GPUShards{Used: used, Total: total}
+	}
+	return out, nil
+}
+
+// Shards sums the shard entries (gres/shard, Slurm's GPU sharing) of a
+// GRES list and returns their count and, when an entry's detail gives it,
+// the use of every GPU's shards. Several shard entries (one per GPU type
+// on a node of several types) have their GPU lists joined in order.
+func Shards(list []GRES) (count int64, perGPU []GPUShards, err error) {
+	for _, g := range list {
+		if g.Name != "shard" {
+			continue
+		}
+		count += g.Count
+		if g.Detail == "" {
+			continue
+		}
+		gpus, err := ParseShardDetail(g.Detail)
+		if err != nil {
+			return count, nil, err
+		}
+		perGPU = append(perGPU, gpus...)
+	}
+	return count, perGPU, nil
+}
+
+// SharedGPUs lists the indices of the GPUs whose shards are in use, in
+// increasing order: on a node, the GPUs no whole-GPU job can get (Slurm's
+// gres_used counts them under shard, not under gpu); for a job, the GPUs
+// its shards live on.
+func SharedGPUs(perGPU []GPUShards) []int {
+	var out []int
+	for i, g := range perGPU {
+		if g.Used > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -32,9 +32,16 @@ type Node struct {
 	GPUType string `json:"gpu_type,omitempty"`
 	// GPUs is the number of GPUs the node has.
 	GPUs int `json:"gpus"`
-	// GPUsUsed is the number of those GPUs allocated to jobs now.
-	GPUsUsed int      `json:"gpus_used"`
-	Features []string `json:"features,omitempty"`
+	// GPUsUsed is the number of those GPUs allocated to jobs now, whole
+	// or in shards: a GPU any of whose shards is allocated counts, since
+	// no job can get it whole.
+	GPUsUsed int `json:"gpus_used"`
+	// Shards is the number of GPU shards (gres/shard) the node offers, 0
+	// where its GPUs are not shared; ShardUse is how every GPU's shards
+	// are used, by GPU index, when Slurm says (docs/space-sharing.md).
+	Shards   int         `json:"shards,omitempty"`
+	ShardUse []GPUShards `json:"shard_use,omitempty"`
+	Features []string    `json:"features,omitempty"`
 	// State holds Slurm's base state then its flags ("IDLE", "MIXED",
 	// "DRAIN", "DOWN", "NOT_RESPONDING", ...).
 	State []string `json:"state"`
@@ -114,6 +121,18 @@ type Job struct {
 	GPUsPerNode int `json:"gpus_per_node,omitempty"`
 	// Nodes is the number of nodes the job asks for (or runs on).
 	Nodes int `json:"nodes"`
+	// Shards is the number of GPU shards (gres/shard) the job asks for on
+	// each node: it shares a GPU with other jobs. Slurm takes a job's
+	// shards on a node from one GPU, so a job that asks for shards and no
+	// GPUs counts as one GPU per node in GPUs and GPUsPerNode.
+	Shards int `json:"shards,omitempty"`
+	// SharedGPUs are the indices, on its node, of the GPUs a running job's
+	// shards live on (from its gres_detail); two jobs on one node with the
+	// same index share that GPU.
+	SharedGPUs []int `json:"shared_gpus,omitempty"`
+	// RequiredNodes is the job's --nodelist as Slurm shows it ("v100-1"),
+	// empty when it names none.
+	RequiredNodes string `json:"required_nodes,omitempty"`
 	// RequestedGPUType is the type of a typed request ("gpu:v100:2"); empty
 	// for untyped requests, which the scheduler steers with constraints.
 	RequestedGPUType string `json:"requested_gpu_type,omitempty"`
@@ -254,12 +273,14 @@ func (s *Snapshot) Clone() *Snapshot {
 		n.Partitions = append([]string(nil), n.Partitions...)
 		n.Features = append([]string(nil), n.Features...)
 		n.State = append([]string(nil), n.State...)
+		n.ShardUse = append([]GPUShards(nil), n.ShardUse...)
 		c.Nodes[i] = n
 	}
 	c.Jobs = make([]Job, len(s.Jobs))
 	for i, j := range s.Jobs {
 		j.StateFlags = append([]string(nil), j.StateFlags...)
 		j.RunningNodes = append([]string(nil), j.RunningNodes...)
+		j.SharedGPUs = append([]int(nil), j.SharedGPUs...)
 		c.Jobs[i] = j
 	}
 	return &c

@@ -158,6 +158,9 @@ func rawJobV0043(j *api.V0043JobInfo) rawJob {
 		Requeue:     j.Requeue,
 		Comment:     deref(j.Comment),
 		Dependency:  deref(j.Dependency),
+		// Required nodes (--nodelist): a job its owner pinned is not the
+		// daemon's to move to another node.
+		RequiredNodes: deref(j.RequiredNodes),
 	}
 	raw.NodeCount, _ = uint32V0043(j.NodeCount)
 	raw.Priority, raw.PrioritySet = uint32V0043(j.Priority)
@@ -234,6 +237,7 @@ func (a *adapterV0043) update(ctx context.Context, job int64, u jobUpdate) error
 	desc.MinimumNodes, desc.MaximumNodes = u.Nodes, u.Nodes
 	desc.TresPerNode, desc.TresPerJob = u.TresPerNode, u.TresPerJob
 	desc.Array = u.ArrayLimit
+	desc.RequiredNodes = u.RequiredNodes
 	if u.BeginTime != nil {
 		set, number := true, *u.BeginTime
 		desc.BeginTime = &api.V0043Uint64NoValStruct{Set: &set, Number: &number}

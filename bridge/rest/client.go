@@ -494,6 +494,8 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 		u.Constraints = &act.Constraints
 	case bridge.ActSetShape:
 		shapeUpdate(&u, act)
+	case bridge.ActSetShare:
+		shareUpdate(&u, act)
 	case bridge.ActBeginNow:
 		now := c.cfg.Now().Unix()
 		u.BeginTime = &now

@@ -49,6 +49,8 @@ type rawJob struct {
 	EligibleTime int64
 	Dependency   string
 	Comment      string
+	// RequiredNodes is the job's --nodelist ("" for none).
+	RequiredNodes string
 	// ArrayJobID is the job array's id (0: not part of an array);
 	// ArrayTaskID the task's, when ArrayTaskSet (Slurm leaves it unset
 	// on the array's own record while that holds tasks not started);
@@ -84,6 +86,9 @@ type jobUpdate struct {
 	// update's "array" field holds the number alone ("0": none), as
 	// scontrol's ArrayTaskThrottle sends it.
 	ArrayLimit *string
+	// RequiredNodes sets the job's --nodelist; [""] clears it (Slurm
+	// ignores an empty list).
+	RequiredNodes *[]string
 }
 
 // maxGPUs bounds every GPU count read from Slurm, per node and per job.
@@ -111,6 +116,9 @@ func convertNode(r rawNode) (bridge.Node, error) {
 		return n, fmt.Errorf("node %s used: %w", r.Name, err)
 	}
 	n.GPUs, n.GPUType, n.GPUsUsed = count, gpuType, usedCount
+	if err := nodeShards(&n, r); err != nil {
+		return n, fmt.Errorf("node %s: %w", r.Name, err)
+	}
 	return n, nil
 }
 
@@ -196,10 +204,17 @@ func convertJob(r rawJob, nodes map[string]bridge.Node) (bridge.Job, error) {
 		problems = append(problems, fmt.Errorf("eligible_time: %w", err))
 	}
 	j.Dependency = r.Dependency
+	j.RequiredNodes = r.RequiredNodes
 	if err := requestedGPUs(&j, r); err != nil {
 		problems = append(problems, err)
 	}
+	if err := requestedShards(&j, r); err != nil {
+		problems = append(problems, err)
+	}
 	if err := placement(&j, r, nodes); err != nil {
+		problems = append(problems, err)
+	}
+	if err := jobSharedGPUs(&j, r); err != nil {
 		problems = append(problems, err)
 	}
 	if err := arrayAndHet(&j, r); err != nil {
