@@ -141,10 +141,13 @@ func GPUs(list []GRES) (count int64, gpuType string, err error) {
 // prints after a shard entry: "shard:v100:2(2/2,0/2)" in a node's
 // gres_used says GPU 0 has 2 of its 2 shards allocated and GPU 1 none of
 // 2; "shard:1(0/2,1/2)" in a job's gres_detail says the job holds 1 shard
-// of GPU 1.
+// of GPU 1. Slurm 26.05 writes "-/2" for a GPU a job holds whole, whose
+// shards no job can get (24.11 writes "0/2").
 type GPUShards struct {
 	Used  int64 `json:"used"`
 	Total int64 `json:"total"`
+	// HeldWhole is set for "-/N": the GPU is allocated whole.
+	HeldWhole bool `json:"held_whole,omitempty"`
 }
 
 // ParseShardDetail parses that detail: one "used/total" per GPU of the
@@ -162,8 +165,12 @@ func ParseShardDetail(detail string) ([]GPUShards, error) {
 		if !ok {
 			return nil, fmt.Errorf("shard detail %q: GPU %d: want used/total", detail, i)
 		}
-		used, okUsed := parseGRESCount(usedText)
 		total, okTotal := parseGRESCount(totalText)
+		if usedText == "-" && okTotal {
+			out[i] = GPUShards{Total: total, HeldWhole: true}
+			continue
+		}
+		used, okUsed := parseGRESCount(usedText)
 		if !okUsed || !okTotal || used > total {
 			return nil, fmt.Errorf("shard detail %q: GPU %d: %q is not used/total", detail, i, part)
 		}

@@ -13,8 +13,11 @@ func TestParseShardDetail(t *testing.T) {
 		wantErr string
 	}{
 		{"", nil, ""},
-		{"2/2,0/2,0/2,0/2", []GPUShards{{2, 2}, {0, 2}, {0, 2}, {0, 2}}, ""},
-		{"0/8, 3/8", []GPUShards{{0, 8}, {3, 8}}, ""},
+		{"2/2,0/2,0/2,0/2", []GPUShards{{Used: 2, Total: 2}, {Used: 0, Total: 2}, {Used: 0, Total: 2}, {Used: 0, Total: 2}}, ""},
+		{"0/8, 3/8", []GPUShards{{Used: 0, Total: 8}, {Used: 3, Total: 8}}, ""},
+		// Slurm 26.05: GPU 1 is held whole.
+		{"1/2,-/2,0/2", []GPUShards{{Used: 1, Total: 2}, {Total: 2, HeldWhole: true}, {Used: 0, Total: 2}}, ""},
+		{"-/x", nil, "is not used/total"},
 		{"IDX:0-1", nil, "want used/total"},
 		{"3/2", nil, "is not used/total"},
 		{"1/x", nil, "is not used/total"},
@@ -43,12 +46,12 @@ func TestShardsOfGRESLists(t *testing.T) {
 	}{
 		// What Slurm 24.11 and 26.05 print: a node, its use, a job's detail.
 		{"gpu:v100:4,shard:v100:8", 8, nil, nil},
-		{"gpu:v100:0(IDX:N/A),shard:v100:2(2/2,0/2,0/2,0/2)", 2, []GPUShards{{2, 2}, {0, 2}, {0, 2}, {0, 2}}, []int{0}},
-		{"shard:1(0/2,1/2,0/2,0/2)", 1, []GPUShards{{0, 2}, {1, 2}, {0, 2}, {0, 2}}, []int{1}},
+		{"gpu:v100:0(IDX:N/A),shard:v100:2(2/2,0/2,0/2,0/2)", 2, []GPUShards{{Used: 2, Total: 2}, {Used: 0, Total: 2}, {Used: 0, Total: 2}, {Used: 0, Total: 2}}, []int{0}},
+		{"shard:1(0/2,1/2,0/2,0/2)", 1, []GPUShards{{Used: 0, Total: 2}, {Used: 1, Total: 2}, {Used: 0, Total: 2}, {Used: 0, Total: 2}}, []int{1}},
 		{"gres/shard:1", 1, nil, nil},
 		{"gpu:v100:2(IDX:0-1)", 0, nil, nil},
 		// A node of two types: one shard entry per type, GPUs in order.
-		{"shard:v100:1(1/2),shard:k80:1(0/2,1/2)", 2, []GPUShards{{1, 2}, {0, 2}, {1, 2}}, []int{0, 2}},
+		{"shard:v100:1(1/2),shard:k80:1(0/2,1/2)", 2, []GPUShards{{Used: 1, Total: 2}, {Used: 0, Total: 2}, {Used: 1, Total: 2}}, []int{0, 2}},
 	}
 	for _, tc := range tests {
 		list, err := ParseGRESList(tc.in)

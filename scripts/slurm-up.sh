@@ -24,7 +24,8 @@ started_at=$SECONDS
 # env file stay as they are.
 check_release
 nodes_list >/dev/null || exit 1
-shard_setting "" >/dev/null || exit 1
+shards_per_gpu "" >/dev/null || exit 1
+check_shard_flags
 
 # Another release's stack of this checkout uses the same ports and state
 # files: refuse, since someone may be testing against it (stopping it
@@ -196,17 +197,20 @@ configure_root() {
     features=$type
     [[ $name == *-1 ]] && features+=",ib"
     gpu_nodes+="${gpu_nodes:+,}$name"
-    local node_gres="gpu:$type:$gpus" shards shard_flags
+    local node_gres="gpu:$type:$gpus" shards shard_flags=""
     gres+="NodeName=$name Name=gpu Type=$type File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]"$'\n'
-    read -r shards shard_flags <<<"$(shard_setting "$type")"
+    shards="$(shards_per_gpu "$type")"
     if [ "$shards" -gt 0 ]; then
       # GPU sharing (SLURM_GPU_SHARDS): the node's GPUs also count as
       # shards, on the same device files, so that Slurm knows which GPU
       # each shard lives on and never gives one GPU whole and in shards
       # at once. With one_sharing, shards come from one GPU of the node at
-      # a time: two shard jobs on a node always share a GPU.
+      # a time: two shard jobs on a node always share a GPU. Slurm keeps
+      # the flag per GRES, not per node: a shard line without it turned
+      # it off for every node, so every line gets the same flags.
+      [ "$SLURM_SHARD_FLAGS" = none ] || shard_flags=" Flags=$SLURM_SHARD_FLAGS"
       node_gres+=",shard:$((shards * gpus))"
-      gres+="NodeName=$name Name=shard Count=$((shards * gpus)) File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]${shard_flags:+ Flags=$shard_flags}"$'\n'
+      gres+="NodeName=$name Name=shard Count=$((shards * gpus)) File=/var/lib/gavel-gpus/$name-gpu[0-$((gpus - 1))]$shard_flags"$'\n'
       gres_types="gpu,shard"
     fi
     nodes+="NodeName=$name NodeAddr=127.0.0.1 NodeHostname=$host Port=$port CPUs=$SLURM_CPUS_PER_NODE RealMemory=16000 Gres=$node_gres Feature=$features State=UNKNOWN"$'\n'
@@ -413,7 +417,7 @@ write_env() {
     printf 'SLURM_API_VERSION=v0.0.42\n'
     printf 'SLURM_PARTITION=gpu\n'
     printf 'SLURM_GPU_NODES=%q\n' "$SLURM_GPU_NODES"
-    printf 'SLURM_GPU_SHARDS=%q\n' "$SLURM_GPU_SHARDS"
+    printf 'SLURM_GPU_SHARDS=%q\nSLURM_SHARD_FLAGS=%q\n' "$SLURM_GPU_SHARDS" "$SLURM_SHARD_FLAGS"
     printf 'SLURM_MIXED_NODE=%q\nSLURM_MIXED_PARTITION=%q\n' "$SLURM_MIXED_NODE" "$SLURM_MIXED_PARTITION"
     printf 'SBATCH=%q\nSRUN=%q\nSCONTROL=%q\nSQUEUE=%q\nSINFO=%q\nSCANCEL=%q\n' \
       "$SLURM_BIN/sbatch" "$SLURM_BIN/srun" "$SLURM_BIN/scontrol" "$SLURM_BIN/squeue" \

@@ -29,6 +29,9 @@ func TestConvertNodeReadsShards(t *testing.T) {
 		// GPU 0 whole to one job, GPU 1 shared by two: two GPUs in use,
 		// although gres_used counts one under gpu.
 		{"whole and shared", "gpu:v100:4,shard:v100:8", "gpu:v100:1(IDX:0),shard:v100:2(0/2,2/2,0/2,0/2)", 2, 8, []bridge.GPUShards{use(0, 2), use(2, 2), use(0, 2), use(0, 2)}, ""},
+		// Slurm 26.05 marks the GPU held whole with "-".
+		{"whole and shared on 26.05", "gpu:v100:4,shard:v100:8", "gpu:v100:1(IDX:1),shard:v100:1(1/2,-/2,0/2,0/2)", 2, 8,
+			[]bridge.GPUShards{use(1, 2), {Total: 2, HeldWhole: true}, use(0, 2), use(0, 2)}, ""},
 		{"half shared", "gpu:v100:4,shard:v100:8", "gpu:v100:2(IDX:2-3),shard:v100:1(0/2,1/2,0/2,0/2)", 3, 8, []bridge.GPUShards{use(0, 2), use(1, 2), use(0, 2), use(0, 2)}, ""},
 		{"more GPUs in use than the node has", "gpu:v100:2,shard:v100:4", "shard:v100:3(1/2,1/2,1/2)", 0, 0, nil, "shards of 3 GPUs on a node of 2"},
 		{"bad detail", "gpu:v100:4,shard:v100:8", "shard:v100:2(IDX:0)", 0, 0, nil, "want used/total"},

@@ -16,11 +16,14 @@
 #                    runs (SLURM_SWITCH=1 stops the other one first)
 #   SLURM_GPU_NODES  node groups "type:nodes:gpus_per_node ..."
 #                    (default "v100:2:4 p100:2:4 k80:2:4")
-#   SLURM_GPU_SHARDS "type:shards_per_gpu[:one_sharing] ..." (default
-#                    empty: no sharing): the nodes of each type named also
-#                    offer their GPUs as gres/shard, that many shards per
-#                    GPU; one_sharing lets shards use only one GPU of a
-#                    node at a time ("v100:2:one_sharing p100:2")
+#   SLURM_GPU_SHARDS "type:shards_per_gpu ..." (default empty: no
+#                    sharing): the nodes of each type named also offer
+#                    their GPUs as gres/shard, that many shards per GPU
+#                    ("v100:2 p100:2")
+#   SLURM_SHARD_FLAGS one_sharing (default: shards use one GPU of a node at
+#                    a time, so shard jobs on one node share a GPU) or none
+#                    (shards may use every GPU; Slurm takes the first GPU
+#                    with room). Slurm applies the flag to every node
 #   SLURM_CPUS_PER_NODE    CPUs each node claims (default 16)
 #   SLURMCTLD_PORT         default 16817
 #   SLURMD_PORT_BASE       first slurmd port, one per node (default 16900)
@@ -73,6 +76,7 @@ SLURM_TEMPLATES="$SLURM_REPO_ROOT/scripts/slurm"
 SLURM_GPU_NODES="${SLURM_GPU_NODES:-v100:2:4 p100:2:4 k80:2:4}"
 SLURM_CPUS_PER_NODE="${SLURM_CPUS_PER_NODE:-16}"
 SLURM_GPU_SHARDS="${SLURM_GPU_SHARDS:-}"
+SLURM_SHARD_FLAGS="${SLURM_SHARD_FLAGS:-one_sharing}"
 SLURMCTLD_PORT="${SLURMCTLD_PORT:-16817}"
 SLURMD_PORT_BASE="${SLURMD_PORT_BASE:-16900}"
 SLURMRESTD_PORT="${SLURMRESTD_PORT:-16820}"
@@ -139,21 +143,28 @@ all_nodes_list() {
   printf '%s mixed %s %s\n' "$SLURM_MIXED_NODE" "$total" "$((${last:-$SLURMD_PORT_BASE} + 1))"
 }
 
-# shard_setting TYPE prints "shards_per_gpu flags" for the nodes of one
-# GPU type (SLURM_GPU_SHARDS entries "type:shards[:one_sharing]"): "0 " when
-# they do not share GPUs.
-shard_setting() {
-  local entry t n flags
+# shards_per_gpu TYPE prints how many shards each GPU of that type offers
+# (SLURM_GPU_SHARDS), 0 when its nodes do not share GPUs.
+shards_per_gpu() {
+  local entry t n
   for entry in $SLURM_GPU_SHARDS; do
-    IFS=: read -r t n flags <<<"$entry"
-    [[ "$t" =~ ^[a-z0-9]+$ && "$n" =~ ^[1-9][0-9]*$ && "$flags" =~ ^(one_sharing)?$ ]] ||
-      fail "bad SLURM_GPU_SHARDS entry '$entry' (want type:shards_per_gpu[:one_sharing], e.g. v100:2:one_sharing)"
+    IFS=: read -r t n <<<"$entry"
+    [[ "$t" =~ ^[a-z0-9]+$ && "$n" =~ ^[1-9][0-9]*$ ]] ||
+      fail "bad SLURM_GPU_SHARDS entry '$entry' (want type:shards_per_gpu, e.g. v100:2)"
     if [ "$t" = "$1" ]; then
-      printf '%s %s' "$n" "$flags"
+      printf '%s' "$n"
       return
     fi
   done
-  printf '0 '
+  printf 0
+}
+
+# check_shard_flags: SLURM_SHARD_FLAGS is one_sharing or none.
+check_shard_flags() {
+  case "$SLURM_SHARD_FLAGS" in
+  one_sharing | none) ;;
+  *) fail "bad SLURM_SHARD_FLAGS '$SLURM_SHARD_FLAGS' (want one_sharing or none)" ;;
+  esac
 }
 
 # nodes_list prints "name type gpus port" for every configured node.
