@@ -214,10 +214,13 @@ func BenchmarkWaterFillingHierarchical(b *testing.B) {
 }
 
 func BenchmarkMaxMinFairnessPacked(b *testing.B) {
-	b.Run("512", func(b *testing.B) {
-		p, _ := mmTableProblem(b, 512, 4, true)
-		mmBench(b, "max_min_fairness_packed", p)
-	})
+	for _, n := range []int{512, 1024, 2048} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			p, _ := mmTableProblem(b, n, 4, true)
+			b.ReportMetric(float64(len(p.Pairs)), "pairs")
+			mmBench(b, "max_min_fairness_packed", p)
+		})
+	}
 }
 
 // ftfHistory gives every job steps left and a history: fresh jobs (no time

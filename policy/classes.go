@@ -40,10 +40,9 @@ package policy
 // structure is equitable and returns the pair classes.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
-	"sort"
+	"slices"
 )
 
 // classKey is a job's class signature under construction: two jobs fall in
@@ -188,11 +187,17 @@ type pairClasses struct {
 // the same number of pairs of each pair class in the same role, then returns
 // the refined job classes and the pair classes. The input classes are left
 // unchanged. Pairs with an excluded job (class -1) are left out.
+//
+// Its cost is linear in the pairs per refinement step (a packed problem of
+// n jobs may list n²/2 pairs), so nothing in it builds a byte string or an
+// allocation per pair: side descriptions become small ids once, and pairs
+// and roles are compared as integers.
 func refineByPairs(classes *jobClasses, pairs []pairLink) (*jobClasses, *pairClasses) {
+	sides := internSides(pairs)
 	current := classes
 	for {
-		pcs := classifyPairs(current, pairs)
-		refined := splitByPairRoles(current, pcs, pairs)
+		pcs := classifyPairs(current, pairs, sides)
+		refined := splitByPairRoles(current, pcs, pairs, sides)
 		if refined.Count() == current.Count() {
 			return current, pcs
 		}
@@ -200,38 +205,59 @@ func refineByPairs(classes *jobClasses, pairs []pairLink) (*jobClasses, *pairCla
 	}
 }
 
-// sideKey is the signature of one side of a pair under the current classes.
-func sideKey(classes *jobClasses, link *pairLink, side int) classKey {
-	return classKey(nil).int(classes.Of[link.Jobs[side]]).bytes(link.Side[side])
+// internSides numbers the distinct side descriptions of the pairs: two
+// sides get one id exactly when their bytes are equal.
+func internSides(pairs []pairLink) [][2]int {
+	ids := make(map[string]int)
+	out := make([][2]int, len(pairs))
+	for i := range pairs {
+		for s, b := range pairs[i].Side {
+			id, ok := ids[string(b)]
+			if !ok {
+				id = len(ids)
+				ids[string(b)] = id
+			}
+			out[i][s] = id
+		}
+	}
+	return out
 }
 
-// classifyPairs groups pairs whose (class, side bytes) sides match, in
-// either order.
-func classifyPairs(classes *jobClasses, pairs []pairLink) *pairClasses {
+// pairSide is one side of a pair under the current classes: its job's
+// class and its description's id. Sides are ordered by class, then id.
+type pairSide struct{ class, side int }
+
+func (a pairSide) less(b pairSide) bool {
+	return a.class < b.class || (a.class == b.class && a.side < b.side)
+}
+
+// sidesOf returns pair i's two sides under classes.
+func sidesOf(classes *jobClasses, link *pairLink, ids [2]int) (pairSide, pairSide) {
+	return pairSide{classes.Of[link.Jobs[0]], ids[0]}, pairSide{classes.Of[link.Jobs[1]], ids[1]}
+}
+
+// classifyPairs groups pairs whose (class, side) sides match, in either
+// order.
+func classifyPairs(classes *jobClasses, pairs []pairLink, sides [][2]int) *pairClasses {
 	pcs := &pairClasses{Of: make([]int, len(pairs)), Swapped: make([]bool, len(pairs))}
-	index := make(map[string]int)
+	index := make(map[[2]pairSide]int)
 	for i := range pairs {
 		link := &pairs[i]
 		if classes.Of[link.Jobs[0]] < 0 || classes.Of[link.Jobs[1]] < 0 {
 			pcs.Of[i] = -1
 			continue
 		}
-		a, b := sideKey(classes, link, 0), sideKey(classes, link, 1)
-		swapped := bytes.Compare(a, b) > 0
+		a, b := sidesOf(classes, link, sides[i])
+		swapped := b.less(a)
 		if swapped {
 			a, b = b, a
 		}
-		key := string(classKey(nil).bytes(a).bytes(b))
-		c, ok := index[key]
+		c, ok := index[[2]pairSide{a, b}]
 		if !ok {
 			c = len(pcs.Members)
-			index[key] = c
+			index[[2]pairSide{a, b}] = c
 			pcs.Members = append(pcs.Members, nil)
-			first, second := classes.Of[link.Jobs[0]], classes.Of[link.Jobs[1]]
-			if swapped {
-				first, second = second, first
-			}
-			pcs.SideClass = append(pcs.SideClass, [2]int{first, second})
+			pcs.SideClass = append(pcs.SideClass, [2]int{a.class, b.class})
 		}
 		pcs.Of[i] = c
 		pcs.Swapped[i] = swapped
@@ -243,16 +269,28 @@ func classifyPairs(classes *jobClasses, pairs []pairLink) *pairClasses {
 // splitByPairRoles refines classes by each job's multiset of (pair class,
 // canonical side) memberships. A pair whose two canonical sides are
 // identical gives both jobs the same role.
-func splitByPairRoles(classes *jobClasses, pcs *pairClasses, pairs []pairLink) *jobClasses {
-	type role struct{ class, side int }
-	roles := make([][]role, len(classes.Of))
+func splitByPairRoles(classes *jobClasses, pcs *pairClasses, pairs []pairLink, sides [][2]int) *jobClasses {
+	// Every job's roles in one flat array: count, then fill.
+	start := make([]int, len(classes.Of)+1)
+	for i := range pairs {
+		if pcs.Of[i] >= 0 {
+			start[pairs[i].Jobs[0]+1]++
+			start[pairs[i].Jobs[1]+1]++
+		}
+	}
+	for j := range classes.Of {
+		start[j+1] += start[j]
+	}
+	roles := make([]int, start[len(classes.Of)])
+	next := append([]int(nil), start[:len(classes.Of)]...)
 	for i := range pairs {
 		c := pcs.Of[i]
 		if c < 0 {
 			continue
 		}
 		link := &pairs[i]
-		symmetric := bytes.Equal(sideKey(classes, link, 0), sideKey(classes, link, 1))
+		a, b := sidesOf(classes, link, sides[i])
+		symmetric := a == b
 		for s := 0; s < 2; s++ {
 			canonical := s
 			if pcs.Swapped[i] {
@@ -262,23 +300,26 @@ func splitByPairRoles(classes *jobClasses, pcs *pairClasses, pairs []pairLink) *
 				canonical = 0
 			}
 			j := link.Jobs[s]
-			roles[j] = append(roles[j], role{c, canonical})
+			roles[next[j]] = 2*c + canonical
+			next[j]++
 		}
 	}
 	return groupBySignature(len(classes.Of), func(j int, key classKey) classKey {
 		if classes.Of[j] < 0 {
 			return nil
 		}
-		r := roles[j]
-		sort.Slice(r, func(a, b int) bool {
-			if r[a].class != r[b].class {
-				return r[a].class < r[b].class
-			}
-			return r[a].side < r[b].side
-		})
+		r := roles[start[j]:start[j+1]]
+		slices.Sort(r)
+		// The multiset as (role, count) runs: as exact as the sorted
+		// list, and short where a job has many pairs of few classes.
 		key = key.int(classes.Of[j])
-		for _, x := range r {
-			key = key.int(x.class).int(x.side)
+		for k := 0; k < len(r); {
+			n := 1
+			for k+n < len(r) && r[k+n] == r[k] {
+				n++
+			}
+			key = key.int(r[k]).int(n)
+			k += n
 		}
 		return key
 	})

@@ -539,17 +539,36 @@ func (m *mmModel) allocation(p *Problem, name string, sol *mmSolution, stats Sta
 	for j := range p.Jobs {
 		a.Rows = append(a.Rows, Row{Jobs: []string{p.Jobs[j].ID}, Fractions: jobRows[j]})
 	}
+	if pairRows == nil {
+		var err error
+		if a.Objective, err = MinNormalizedThroughput(p, a); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return a, nil
+	}
+	// With pairs, every job's effective throughput is summed here, in
+	// JobThroughputs' order, from the pairs' own entries: JobThroughputs
+	// would index every pair of the problem by its members' ids to find
+	// the few that got time, which cost more than the LP.
+	eff := make([]float64, len(p.Jobs))
+	for j := range p.Jobs {
+		for k, t := range a.Types {
+			eff[j] += p.Jobs[j].Throughput(t) * jobRows[j][k]
+		}
+	}
 	for i, row := range pairRows {
 		if row == nil || !anyPositive(row) {
 			continue
 		}
 		pair := &p.Pairs[m.pairs[i].problemIndex]
 		a.Rows = append(a.Rows, Row{Jobs: []string{pair.Jobs[0], pair.Jobs[1]}, Fractions: append([]float64(nil), row...)})
+		for k, t := range a.Types {
+			tp := pair.Throughputs[t]
+			eff[m.pairs[i].jobs[0]] += tp[0] * row[k]
+			eff[m.pairs[i].jobs[1]] += tp[1] * row[k]
+		}
 	}
-	var err error
-	if a.Objective, err = MinNormalizedThroughput(p, a); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	a.Objective = minNormalized(p, eff)
 	return a, nil
 }
 

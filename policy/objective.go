@@ -93,6 +93,12 @@ func MinNormalizedThroughput(p *Problem, a *Allocation) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return minNormalized(p, eff), nil
+}
+
+// minNormalized is MinNormalizedThroughput given every job's effective
+// throughput (JobThroughputs).
+func minNormalized(p *Problem, eff []float64) float64 {
 	best := math.Inf(1)
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
@@ -103,9 +109,9 @@ func MinNormalizedThroughput(p *Problem, a *Allocation) (float64, error) {
 		best = math.Min(best, float64(jobScale(j))*eff[i]/(jobWeight(j)*prop))
 	}
 	if math.IsInf(best, 1) {
-		return 0, nil
+		return 0
 	}
-	return best, nil
+	return best
 }
 
 // FinishTimeFairness returns each job's Themis ρ under a, indexed like
