@@ -160,3 +160,52 @@ func windowProblem(p *Problem, lo, hi int) *Problem {
 	}
 	return out
 }
+
+// With GPUs to spare, the max-min optimum is degenerate: only the lowest
+// level is maximized, and max_min_fairness_packed may give pairs time
+// that raises no one (docs/evaluation.md, "Space sharing"). Water filling
+// raises every job as far as it goes and gives pairs time only where it
+// pays. The test pins the figures the evaluation quotes.
+func TestMaxMinPackedIdleGPUsArePaired(t *testing.T) {
+	p, _ := mmTableProblem(t, 32, 5, true)
+	for k := range p.GPUs {
+		p.GPUs[k] = 36
+	}
+	type result struct{ objective, sum, pairTime float64 }
+	run := func(name string) result {
+		pol, err := New(name, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := pol.Allocate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eff, err := JobThroughputs(p, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		r.objective = a.Objective
+		for i := range eff {
+			r.sum += eff[i] / ProportionalThroughput(p, &p.Jobs[i])
+		}
+		for _, row := range a.Rows {
+			if len(row.Jobs) == 2 {
+				for _, f := range row.Fractions {
+					r.pairTime += f
+				}
+			}
+		}
+		t.Logf("%s: objective %.3f, sum of normalized throughputs %.2f, time in pairs %.2f", name, r.objective, r.sum, r.pairTime)
+		return r
+	}
+	perf, packed := run("max_min_fairness_perf"), run("max_min_fairness_packed")
+	wf := run("max_min_fairness_water_filling_packed")
+	if math.Abs(perf.objective-packed.objective) > 1e-9 || packed.pairTime < 1 {
+		t.Fatalf("packed: objective %v (unpacked %v), %v of time in pairs; want the same objective with pairs given time", packed.objective, perf.objective, packed.pairTime)
+	}
+	if wf.sum < packed.sum+1 || wf.pairTime > 1e-9 {
+		t.Fatalf("water filling packed: sum %v, pairs %v; want more than %v and no pairs", wf.sum, wf.pairTime, packed.sum)
+	}
+}
