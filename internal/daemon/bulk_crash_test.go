@@ -73,7 +73,7 @@ func TestACrashAfterABulkSendRepeatsNothingAndLosesNothing(t *testing.T) {
 			if len(crashed) == 0 {
 				t.Fatal("the round sent nothing")
 			}
-			pending, err := h.store.Pending()
+			pending, _, err := h.store.Pending()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestACrashAfterABulkSendRepeatsNothingAndLosesNothing(t *testing.T) {
 			h.restart()
 			h.clock.now = h.clock.now.Add(time.Second)
 			h.d.RunRound(context.Background())
-			if pending, _ := h.store.Pending(); len(pending) != 0 {
+			if pending, _, _ := h.store.Pending(); len(pending) != 0 {
 				t.Errorf("%d entries still pending after the restart's round", len(pending))
 			}
 			signalled := 0
@@ -117,7 +117,7 @@ func TestACrashAfterABulkSendRepeatsNothingAndLosesNothing(t *testing.T) {
 // pendingEntries are the actions the crashed round journaled.
 func pendingEntries(t *testing.T, h *harness) []bridge.Action {
 	t.Helper()
-	entries, err := h.store.Recent(0)
+	entries, _, err := h.store.Recent(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func New(deps Deps) (*Daemon, error) {
 		// its own record.
 		deps.Log.Error().Err(err).Msg("scheduler state cannot be read; the first round starts it afresh")
 	}
-	entries, corrupt, err := deps.Store.RecentChecked(0)
+	entries, corrupt, err := deps.Store.Recent(0)
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
 	}
@@ -680,7 +680,10 @@ func (d *Daemon) count(a Action, result string) {
 // each entry. An error means the journal could not be read while that
 // replay waits: the round must not step on a state that misses it.
 func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled, resent int, err error) {
-	pending, err := d.journal.Pending()
+	pending, corrupt, err := d.journal.Pending()
+	for _, c := range corrupt {
+		d.Log.Error().Str("entry", c.String()).Msg("journal entry cannot be read; its action is not reconciled")
+	}
 	if err != nil {
 		d.Log.Error().Err(err).Msg("read journal")
 		if d.replay != nil {

@@ -433,7 +433,7 @@ func TestFailedActionStopsTheJobsLaterActions(t *testing.T) {
 	if got := kinds(h.slurm.Applied(), id); len(got) != 0 {
 		t.Errorf("actions after a failed constraint change: %v", got)
 	}
-	entries, _ := h.store.Recent(0)
+	entries, _, _ := h.store.Recent(0)
 	// The round's actions are journaled together; the ones after the
 	// failure are marked failed without being sent.
 	if len(entries) != 2 || entries[0].State != store.Failed || !strings.Contains(entries[0].Error, "invalid feature") ||
@@ -462,7 +462,7 @@ func TestDryRunSendsAndJournalsNothing(t *testing.T) {
 	if len(h.slurm.Applied()) != 0 {
 		t.Errorf("dry run applied %v", h.slurm.Applied())
 	}
-	if entries, _ := h.store.Recent(0); len(entries) != 0 {
+	if entries, _, _ := h.store.Recent(0); len(entries) != 0 {
 		t.Errorf("dry run journaled %v", entries)
 	}
 	if !h.board.Status().Round.DryRun {
@@ -499,7 +499,7 @@ func TestRestartReconcilesPendingIntents(t *testing.T) {
 	if rep.Reconciled != 3 {
 		t.Errorf("reconciled %d entries, want 3", rep.Reconciled)
 	}
-	entries, _ := h.store.Recent(0)
+	entries, _, _ := h.store.Recent(0)
 	state := map[uint64]store.Entry{}
 	for _, e := range entries {
 		state[e.Seq] = e
@@ -522,7 +522,7 @@ func TestRestartReconcilesPendingIntents(t *testing.T) {
 	if resent != 1 {
 		t.Errorf("k80 constraint sent %d times during reconciliation, want 1", resent)
 	}
-	if p, _ := h.store.Pending(); len(p) != 0 {
+	if p, _, _ := h.store.Pending(); len(p) != 0 {
 		t.Errorf("still pending: %+v", p)
 	}
 }
@@ -887,7 +887,7 @@ func TestWaitingJobsAreHeldInOneBatch(t *testing.T) {
 	if firstOther < 0 || lastHold > firstOther {
 		t.Errorf("actions in order %v, want the holds first", h.slurm.Applied())
 	}
-	entries, err := h.store.Recent(0)
+	entries, _, err := h.store.Recent(0)
 	if err != nil {
 		t.Fatal(err)
 	}

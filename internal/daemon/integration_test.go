@@ -130,7 +130,7 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 			t.Fatalf("round %d skipped: %s", rep.Round, rep.Skipped)
 		}
 		if rep.Failed > 0 {
-			entries, _ := st.Recent(0)
+			entries, _, _ := st.Recent(0)
 			t.Fatalf("round %d: %d actions failed; journal %+v", rep.Round, rep.Failed, entries)
 		}
 		time.Sleep(set.Round)
@@ -162,7 +162,7 @@ func TestDaemonAgainstLocalSlurm(t *testing.T) {
 	if j, _ := snap.Job(untagged); !j.Held || j.Constraints != "" {
 		t.Errorf("untagged job was touched: held=%v constraints=%q", j.Held, j.Constraints)
 	}
-	if p, _ := st.Pending(); len(p) != 0 {
+	if p, _, _ := st.Pending(); len(p) != 0 {
 		t.Errorf("journal left pending: %+v", p)
 	}
 	for _, js := range board.Status().Jobs {

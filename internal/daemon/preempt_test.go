@@ -501,7 +501,7 @@ func TestRoundAfterResendsPlansOnAFreshView(t *testing.T) {
 			requeues++
 		}
 	}
-	entries, err := h.store.Recent(0)
+	entries, _, err := h.store.Recent(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestFreedGPUsAreRefilledBetweenRounds(t *testing.T) {
 		t.Errorf("the freed GPUs stayed idle %.1f s; the daemon looks every %s", waited.Seconds(), set.RefillPoll)
 	}
 	// The release was journaled with why, like every action.
-	entries, err := p.store.Recent(0)
+	entries, _, err := p.store.Recent(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -169,7 +169,7 @@ func auditPreemptions(t *testing.T, stateDir string) ([]journaledPreemption, map
 		t.Fatal(err)
 	}
 	defer st.Close()
-	entries, err := st.Recent(0)
+	entries, _, err := st.Recent(0)
 	if err != nil {
 		t.Fatal(err)
 	}

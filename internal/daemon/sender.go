@@ -18,7 +18,7 @@ type journal interface {
 	MarkDone(seq uint64, now time.Time) error
 	MarkFailed(seq uint64, why string, now time.Time) error
 	MarkResent(seq uint64, now time.Time) error
-	Pending() ([]store.Entry, error)
+	Pending() ([]store.Entry, []store.CorruptEntry, error)
 }
 
 // The daemon's writes go through one journal and one actuator, chosen
@@ -34,11 +34,11 @@ type dryJournal struct{}
 func (dryJournal) Intents(round uint64, specs []store.IntentSpec, now time.Time) ([]store.Entry, error) {
 	return make([]store.Entry, len(specs)), nil
 }
-func (dryJournal) Settle([]store.Outcome, time.Time) error    { return nil }
-func (dryJournal) MarkDone(uint64, time.Time) error           { return nil }
-func (dryJournal) MarkFailed(uint64, string, time.Time) error { return nil }
-func (dryJournal) MarkResent(uint64, time.Time) error         { return nil }
-func (dryJournal) Pending() ([]store.Entry, error)            { return nil, nil }
+func (dryJournal) Settle([]store.Outcome, time.Time) error               { return nil }
+func (dryJournal) MarkDone(uint64, time.Time) error                      { return nil }
+func (dryJournal) MarkFailed(uint64, string, time.Time) error            { return nil }
+func (dryJournal) MarkResent(uint64, time.Time) error                    { return nil }
+func (dryJournal) Pending() ([]store.Entry, []store.CorruptEntry, error) { return nil, nil, nil }
 
 // dryActuator logs each action instead of sending it.
 type dryActuator struct{ log zerolog.Logger }

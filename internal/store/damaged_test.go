@@ -31,7 +31,7 @@ func TestDamagedStateChild(t *testing.T) {
 		os.Exit(0)
 	}
 	_, _, err1 := s.Jobs()
-	_, _, err2 := s.RecentChecked(0)
+	_, _, err2 := s.Recent(0)
 	fmt.Fprintf(os.Stderr, "read errors: %v %v\n", err1, err2)
 	s.Close()
 	os.Exit(0)

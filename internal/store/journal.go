@@ -161,17 +161,10 @@ func corruptEntry(k []byte, err error) CorruptEntry {
 	return c
 }
 
-// Pending returns the actions whose outcome is unknown, oldest first.
-// Corrupt entries are skipped; PendingChecked reports them.
-func (s *Store) Pending() ([]Entry, error) {
-	out, _, err := s.PendingChecked()
-	return out, err
-}
-
-// PendingChecked is Pending that also returns the corrupt entries it
-// skipped, for the caller to log. A corrupt entry may have been pending:
-// its action can no longer be reconciled.
-func (s *Store) PendingChecked() ([]Entry, []CorruptEntry, error) {
+// Pending returns the actions whose outcome is unknown, oldest first, and
+// the corrupt entries it skipped, for the caller to log. A corrupt entry
+// may have been pending: its action can no longer be reconciled.
+func (s *Store) Pending() ([]Entry, []CorruptEntry, error) {
 	var out []Entry
 	var corrupt []CorruptEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -192,18 +185,11 @@ func (s *Store) PendingChecked() ([]Entry, []CorruptEntry, error) {
 	return out, corrupt, nil
 }
 
-// Recent returns the last n entries, oldest first (all when n <= 0).
-// Corrupt entries are skipped; RecentChecked reports them.
-func (s *Store) Recent(n int) ([]Entry, error) {
-	out, _, err := s.RecentChecked(n)
-	return out, err
-}
-
-// RecentChecked is Recent that also returns the corrupt entries it met,
-// in key order (those newer than the oldest of the n entries returned,
-// all of them when n <= 0), for the caller to log. Corrupt entries do not
-// count towards n.
-func (s *Store) RecentChecked(n int) ([]Entry, []CorruptEntry, error) {
+// Recent returns the last n entries, oldest first (all when n <= 0), and
+// the corrupt entries it met, in key order (those newer than the oldest of
+// the n entries returned, all of them when n <= 0), for the caller to log.
+// Corrupt entries do not count towards n.
+func (s *Store) Recent(n int) ([]Entry, []CorruptEntry, error) {
 	var out []Entry
 	var corrupt []CorruptEntry
 	err := s.db.View(func(tx *bolt.Tx) error {

@@ -154,14 +154,14 @@ func TestJournalLifecycle(t *testing.T) {
 		t.Errorf("MarkDone(unknown) = %v, want ErrNotFound", err)
 	}
 
-	pending, err := s.Pending()
+	pending, _, err := s.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pending) != 1 || pending[0].Seq != c.Seq || pending[0].Attempts != 2 {
 		t.Fatalf("pending = %+v, want only entry %d with 2 attempts", pending, c.Seq)
 	}
-	all, _ := s.Recent(0)
+	all, _, _ := s.Recent(0)
 	states := []State{}
 	for _, e := range all {
 		states = append(states, e.State)
@@ -172,7 +172,7 @@ func TestJournalLifecycle(t *testing.T) {
 	if all[1].Error == "" {
 		t.Error("failure reason lost")
 	}
-	last, _ := s.Recent(2)
+	last, _, _ := s.Recent(2)
 	if len(last) != 2 || last[0].Seq != b.Seq || last[1].Seq != c.Seq {
 		t.Errorf("Recent(2) = %+v", last)
 	}
@@ -184,7 +184,7 @@ func TestJournalLifecycle(t *testing.T) {
 	if removed != 2 {
 		t.Errorf("pruned %d entries, want the 2 finished ones", removed)
 	}
-	if left, _ := s.Recent(0); len(left) != 1 || left[0].State != Pending {
+	if left, _, _ := s.Recent(0); len(left) != 1 || left[0].State != Pending {
 		t.Errorf("after prune: %+v", left)
 	}
 	// Sequence numbers are never reused after a prune.
@@ -230,14 +230,14 @@ func TestCrashLeavesPendingIntents(t *testing.T) {
 
 	s := openTemp(t, dir)
 	defer s.Close()
-	pending, err := s.Pending()
+	pending, _, err := s.Pending()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pending) != 1 || pending[0].JobID != "102" || pending[0].Kind != "requeue" || pending[0].Round != 7 {
 		t.Fatalf("pending after crash = %+v, want the requeue of job 102 only", pending)
 	}
-	all, _ := s.Recent(0)
+	all, _, _ := s.Recent(0)
 	if len(all) != 2 || all[0].State != Done {
 		t.Errorf("journal after crash = %+v", all)
 	}
@@ -423,14 +423,14 @@ func TestBatchIntentsAndSettle(t *testing.T) {
 	if len(entries) != 3 || entries[0].Seq >= entries[1].Seq || entries[1].Seq >= entries[2].Seq {
 		t.Fatalf("entries not in order: %+v", entries)
 	}
-	if pending, _ := s.Pending(); len(pending) != 3 {
+	if pending, _, _ := s.Pending(); len(pending) != 3 {
 		t.Fatalf("%d pending after Intents, want 3", len(pending))
 	}
 	err = s.Settle([]Outcome{{Seq: entries[0].Seq}, {Seq: entries[2].Seq, Err: "refused"}, {Seq: 999}}, t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, _ := s.Recent(0)
+	all, _, _ := s.Recent(0)
 	want := []State{Done, Pending, Failed}
 	for i, e := range all {
 		if e.State != want[i] || e.Round != 3 || e.Attempts != 1 {
@@ -523,9 +523,9 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	d, _ := s.Intent(2, "19", "requeue", nil, t0.Add(2*time.Hour))
 	wantCorrupt := []uint64{garbage, wrongSeq, badState}
 
-	pending, corrupt, err := s.PendingChecked()
+	pending, corrupt, err := s.Pending()
 	if err != nil {
-		t.Fatalf("PendingChecked: %v", err)
+		t.Fatalf("Pending: %v", err)
 	}
 	if len(pending) != 3 || pending[0].Seq != a.Seq || pending[1].Seq != b.Seq || pending[2].Seq != d.Seq {
 		t.Errorf("pending = %+v, want entries %d, %d, %d", pending, a.Seq, b.Seq, d.Seq)
@@ -533,18 +533,18 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	if got := seqsOf(corrupt); !reflect.DeepEqual(got, append(wantCorrupt, 0)) {
 		t.Errorf("corrupt = %v, want %v and the malformed key", got, wantCorrupt)
 	}
-	if p, err := s.Pending(); err != nil || len(p) != 3 {
+	if p, _, err := s.Pending(); err != nil || len(p) != 3 {
 		t.Errorf("Pending = %d entries, %v; want 3, no error", len(p), err)
 	}
-	if all, err := s.Recent(0); err != nil || len(all) != 3 {
+	if all, _, err := s.Recent(0); err != nil || len(all) != 3 {
 		t.Errorf("Recent(0) = %d entries, %v; want 3, no error", len(all), err)
 	}
-	last, corrupt, err := s.RecentChecked(2)
+	last, corrupt, err := s.Recent(2)
 	if err != nil || len(last) != 2 || last[0].Seq != b.Seq || last[1].Seq != d.Seq {
-		t.Errorf("RecentChecked(2) = %+v, %v; want entries %d and %d", last, err, b.Seq, d.Seq)
+		t.Errorf("Recent(2) = %+v, %v; want entries %d and %d", last, err, b.Seq, d.Seq)
 	}
 	if got := seqsOf(corrupt); !reflect.DeepEqual(got, append(wantCorrupt, 0)) {
-		t.Errorf("RecentChecked(2) met corrupt %v, want %v and the malformed key", got, wantCorrupt)
+		t.Errorf("Recent(2) met corrupt %v, want %v and the malformed key", got, wantCorrupt)
 	}
 	for _, c := range corrupt {
 		if c.String() == "" || c.Err == nil {
@@ -559,7 +559,7 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("journal entry %d", garbage)) {
 		t.Errorf("Settle = %v, want the corrupt entry reported", err)
 	}
-	if all, _ := s.Recent(0); all[0].State != Done || all[1].State != Failed {
+	if all, _, _ := s.Recent(0); all[0].State != Done || all[1].State != Failed {
 		t.Errorf("outcomes beside a corrupt entry were not saved: %+v", all)
 	}
 
@@ -578,10 +578,10 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	if err != nil || removed != 3 {
 		t.Errorf("second prune removed %d, %v; want the 3 corrupt entries", removed, err)
 	}
-	if _, corrupt, _ := s.PendingChecked(); !reflect.DeepEqual(seqsOf(corrupt), []uint64{0}) {
+	if _, corrupt, _ := s.Pending(); !reflect.DeepEqual(seqsOf(corrupt), []uint64{0}) {
 		t.Errorf("after pruning, corrupt = %v, want the malformed key only", seqsOf(corrupt))
 	}
-	if pending, _ := s.Pending(); len(pending) != 1 || pending[0].Seq != d.Seq {
+	if pending, _, _ := s.Pending(); len(pending) != 1 || pending[0].Seq != d.Seq {
 		t.Errorf("after pruning, pending = %+v, want entry %d", pending, d.Seq)
 	}
 }
