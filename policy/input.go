@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -96,7 +97,7 @@ func DecodeProblem(r io.Reader) (*Problem, error) {
 		return nil, errors.New("cluster: missing (want an object of GPU type to count)")
 	}
 	p := &Problem{GPUs: make(map[string]int, len(in.Cluster)), Costs: in.Costs}
-	for _, t := range sortedKeys(in.Cluster) {
+	for _, t := range slices.Sorted(maps.Keys(in.Cluster)) {
 		n := in.Cluster[t]
 		if n < 0 || n != math.Trunc(n) {
 			return nil, fmt.Errorf("cluster: %q: count %v is not a non-negative integer", t, n)
@@ -437,7 +438,7 @@ func (p *Problem) Validate() error {
 		}
 		largest = max(largest, n)
 	}
-	for _, t := range sortedKeys(p.Costs) {
+	for _, t := range slices.Sorted(maps.Keys(p.Costs)) {
 		if _, ok := p.GPUs[t]; !ok {
 			return fmt.Errorf("costs: unknown GPU type %q", t)
 		}
@@ -463,7 +464,7 @@ func (p *Problem) Validate() error {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	for _, name := range sortedKeys(p.Entities) {
+	for _, name := range slices.Sorted(maps.Keys(p.Entities)) {
 		e := p.Entities[name]
 		if err := checkName(name); err != nil {
 			return fmt.Errorf("entities: %q: %w", name, err)
@@ -495,7 +496,7 @@ func (p *Problem) Validate() error {
 			return fmt.Errorf("%s: duplicate of pairs[%d]", where, first)
 		}
 		seen[key] = k
-		for _, t := range sortedKeys(pr.Throughputs) {
+		for _, t := range slices.Sorted(maps.Keys(pr.Throughputs)) {
 			if _, ok := p.GPUs[t]; !ok {
 				return fmt.Errorf("%s: throughputs: unknown GPU type %q", where, t)
 			}
@@ -521,7 +522,7 @@ func validateJob(j *Job, gpus map[string]int, largest int) error {
 		return errors.New("throughputs: missing")
 	}
 	lo, hi := math.Inf(1), 0.0
-	for _, t := range sortedKeys(j.Throughputs) {
+	for _, t := range slices.Sorted(maps.Keys(j.Throughputs)) {
 		if _, ok := gpus[t]; !ok {
 			return fmt.Errorf("throughputs: unknown GPU type %q", t)
 		}
@@ -622,14 +623,4 @@ func checkName(s string) error {
 		}
 	}
 	return nil
-}
-
-// sortedKeys gives deterministic iteration (and so deterministic errors).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
