@@ -162,7 +162,7 @@ func maxThroughputPerCost(p *Problem, name string, slos, packed bool) (*Allocati
 // ratioStage builds and solves stage 1, the Charnes-Cooper LP of the best
 // ratio, with the SLOs of targets. It returns the LP, its solution and the
 // normalization of the cost, so that the ratio is res.Objective/norm.
-func ratioStage(p *Problem, packed bool, targets []sloTarget, stats *Stats) (*placementLP, *LPResult, float64, error) {
+func ratioStage(p *Problem, packed bool, targets []sloTarget, stats *Stats) (*placementLP, *lpResult, float64, error) {
 	cc, err := buildPlacementLP(p, realThroughput, packed, true)
 	if err != nil {
 		return nil, nil, 0, err

@@ -223,7 +223,7 @@ func minMaxFinishTimeFairnessWith(p *Problem, name string, tput throughputFunc, 
 	// The λ-LP is loaded once and each probe changes λ's coefficients in
 	// place, so every probe after the first starts from the last basis,
 	// and the first from the previous search's (by job id).
-	var kept *KeptLP
+	var kept *keptLP
 	lambda, reqRows := -1, make([]int, len(active))
 	if decomposed == nil {
 		lambda = b.lp.AddColumn(0, Inf, 1)

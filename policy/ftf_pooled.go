@@ -262,7 +262,7 @@ func pooledSplit(b *placementLP, jobs []pooledJob, share, capacity []float64) ([
 // beyond its count, and differs least from the targets in total:
 // minimize Σ t_gk with t_gk >= |y_gk − target_gk|.
 func closestFlow(split [][]float64, demand []float64, groupTypes []uint, capacity []float64) error {
-	lp := NewLP(0)
+	lp := newLinearProgram(0)
 	cols := make([][]int, len(split))
 	perType := make([][]int, len(capacity))
 	for g := range split {

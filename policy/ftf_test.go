@@ -107,7 +107,7 @@ func ftfReferenceRho(t *testing.T, p *Problem, packed bool) float64 {
 		index[p.Jobs[j].ID] = j
 	}
 	feasible := func(rho float64) bool {
-		lp := NewLP(0)
+		lp := newLinearProgram(0)
 		effCols := make([][]int, len(p.Jobs))
 		effCoefs := make([][]float64, len(p.Jobs))
 		capCols := make([][]int, len(types))

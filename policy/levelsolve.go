@@ -495,7 +495,7 @@ func (lp *levelLP) solveMaster(where []levelPlace, capacity []float64, res *leve
 		capacity = lp.capacity
 	}
 	nt := len(lp.capacity)
-	master := NewLP(0)
+	master := newLinearProgram(0)
 	if lp.raise {
 		master.Maximize()
 	}

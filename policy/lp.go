@@ -17,12 +17,12 @@ var Inf = math.Inf(1)
 // feasible point.
 var ErrInfeasible = errors.New("infeasible")
 
-// LP is a linear program built column by column and row by row and solved
+// linearProgram is a linear program built column by column and row by row and solved
 // with COIN-OR CLP's dual simplex. Every policy builds its LPs through it so
 // solver settings and status handling live in one place.
 //
 // Columns default to bounds [0, +inf) and objective coefficient 0.
-type LP struct {
+type linearProgram struct {
 	maximize bool
 	obj      []float64
 	colLo    []float64
@@ -35,8 +35,8 @@ type LP struct {
 	rowHi    []float64
 }
 
-// LPResult is the solution of an LP.
-type LPResult struct {
+// lpResult is the solution of an LP.
+type lpResult struct {
 	X         []float64 // column values
 	Objective float64
 	RowDuals  []float64 // dual value of each row (CLP's sign convention)
@@ -46,9 +46,9 @@ type LPResult struct {
 	RowValues   []float64 // activity of each row
 }
 
-// NewLP returns an LP with n columns.
-func NewLP(n int) *LP {
-	lp := &LP{
+// newLinearProgram returns an LP with n columns.
+func newLinearProgram(n int) *linearProgram {
+	lp := &linearProgram{
 		obj:      make([]float64, n),
 		colLo:    make([]float64, n),
 		colHi:    make([]float64, n),
@@ -62,7 +62,7 @@ func NewLP(n int) *LP {
 
 // AddColumn appends a column with the given bounds and objective coefficient
 // and returns its index.
-func (lp *LP) AddColumn(lo, hi, objective float64) int {
+func (lp *linearProgram) AddColumn(lo, hi, objective float64) int {
 	lp.obj = append(lp.obj, objective)
 	lp.colLo = append(lp.colLo, lo)
 	lp.colHi = append(lp.colHi, hi)
@@ -70,30 +70,30 @@ func (lp *LP) AddColumn(lo, hi, objective float64) int {
 }
 
 // reserveColumns makes room for n more columns without regrowing.
-func (lp *LP) reserveColumns(n int) {
+func (lp *linearProgram) reserveColumns(n int) {
 	lp.obj = slices.Grow(lp.obj, n)
 	lp.colLo = slices.Grow(lp.colLo, n)
 	lp.colHi = slices.Grow(lp.colHi, n)
 }
 
 // NumColumns is the number of columns.
-func (lp *LP) NumColumns() int { return len(lp.obj) }
+func (lp *linearProgram) NumColumns() int { return len(lp.obj) }
 
 // NumRows is the number of rows.
-func (lp *LP) NumRows() int { return len(lp.rowLo) }
+func (lp *linearProgram) NumRows() int { return len(lp.rowLo) }
 
 // Maximize makes the objective a maximization (the default is minimization).
-func (lp *LP) Maximize() { lp.maximize = true }
+func (lp *linearProgram) Maximize() { lp.maximize = true }
 
 // SetObjective sets column col's objective coefficient.
-func (lp *LP) SetObjective(col int, coef float64) { lp.obj[col] = coef }
+func (lp *linearProgram) SetObjective(col int, coef float64) { lp.obj[col] = coef }
 
 // SetBounds sets column col's bounds; use -Inf/Inf for free sides.
-func (lp *LP) SetBounds(col int, lo, hi float64) { lp.colLo[col], lp.colHi[col] = lo, hi }
+func (lp *linearProgram) SetBounds(col int, lo, hi float64) { lp.colLo[col], lp.colHi[col] = lo, hi }
 
 // AddRow adds the constraint lo <= Σ coefs[k]·x[cols[k]] <= hi and returns
 // the row index. Zero coefficients are dropped.
-func (lp *LP) AddRow(cols []int, coefs []float64, lo, hi float64) int {
+func (lp *linearProgram) AddRow(cols []int, coefs []float64, lo, hi float64) int {
 	if len(cols) != len(coefs) {
 		panic(fmt.Sprintf("policy: AddRow with %d columns and %d coefficients", len(cols), len(coefs)))
 	}
@@ -112,7 +112,7 @@ func (lp *LP) AddRow(cols []int, coefs []float64, lo, hi float64) int {
 
 // Solve solves the LP. It returns ErrInfeasible (wrapped) when no point
 // satisfies the constraints, and an error for unbounded or failed solves.
-func (lp *LP) Solve() (*LPResult, error) {
+func (lp *linearProgram) Solve() (*lpResult, error) {
 	nr, nc := len(lp.rowLo), len(lp.obj)
 	if nc == 0 {
 		// Every row's activity is 0: feasible exactly when 0 is within
@@ -122,7 +122,7 @@ func (lp *LP) Solve() (*LPResult, error) {
 				return nil, fmt.Errorf("lp with %d rows and no columns: row %d needs [%g, %g]: %w", nr, r, lp.rowLo[r], lp.rowHi[r], ErrInfeasible)
 			}
 		}
-		return &LPResult{RowDuals: make([]float64, nr), RowValues: make([]float64, nr)}, nil
+		return &lpResult{RowDuals: make([]float64, nr), RowValues: make([]float64, nr)}, nil
 	}
 	colStart, rowIndex, values, err := lp.columnMajor()
 	if err != nil {
@@ -163,7 +163,7 @@ func (lp *LP) Solve() (*LPResult, error) {
 	default:
 		return nil, fmt.Errorf("lp with %d rows and %d columns: solver stopped with status %d", nr, nc, status)
 	}
-	return &LPResult{
+	return &lpResult{
 		X:           s.PrimalColumnSolution(),
 		Objective:   s.ObjectiveValue(),
 		RowDuals:    s.DualRowSolution(),
@@ -174,7 +174,7 @@ func (lp *LP) Solve() (*LPResult, error) {
 
 // columnMajor transposes the row lists into CLP's column-major form:
 // column c has the entries rowIndex[colStart[c]:colStart[c+1]].
-func (lp *LP) columnMajor() (colStart, rowIndex []int, values []float64, err error) {
+func (lp *linearProgram) columnMajor() (colStart, rowIndex []int, values []float64, err error) {
 	nr, nc := len(lp.rowLo), len(lp.obj)
 	colCount := make([]int, nc)
 	for _, c := range lp.rowCols {
@@ -200,17 +200,17 @@ func (lp *LP) columnMajor() (colStart, rowIndex []int, values []float64, err err
 	return colStart, rowIndex, values, nil
 }
 
-// KeptLP is an LP loaded into the solver once and changed in place: each
+// keptLP is an LP loaded into the solver once and changed in place: each
 // Solve starts from the basis the previous one ended with (or one set by
 // SetBasis), which is what makes a sequence of closely related LPs cheap.
 // The LP it was made from must not be changed while it is kept.
-type KeptLP struct {
-	lp    *LP
+type keptLP struct {
+	lp    *linearProgram
 	model *clpmodel.Model
 }
 
 // Keep loads the LP into a kept model. Close it when done.
-func (lp *LP) Keep() (*KeptLP, error) {
+func (lp *linearProgram) Keep() (*keptLP, error) {
 	colStart, rowIndex, values, err := lp.columnMajor()
 	if err != nil {
 		return nil, err
@@ -224,30 +224,30 @@ func (lp *LP) Keep() (*KeptLP, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KeptLP{lp: lp, model: m}, nil
+	return &keptLP{lp: lp, model: m}, nil
 }
 
 // SetCoefficient changes the coefficient of column col in row r, which
 // must already hold an entry for it.
-func (k *KeptLP) SetCoefficient(r, col int, v float64) {
+func (k *keptLP) SetCoefficient(r, col int, v float64) {
 	k.lp.setCoefficient(r, col, v)
 	k.model.SetCoefficient(r, col, v)
 }
 
 // Basis is the current basis: a status per column, then one per row.
-func (k *KeptLP) Basis() []byte { return k.model.Status() }
+func (k *keptLP) Basis() []byte { return k.model.Status() }
 
 // SetBasis sets the basis the next Solve starts from.
-func (k *KeptLP) SetBasis(s []byte) error { return k.model.SetStatus(s) }
+func (k *keptLP) SetBasis(s []byte) error { return k.model.SetStatus(s) }
 
 // Iterations is the number of simplex iterations of the last Solve.
-func (k *KeptLP) Iterations() int { return k.model.Iterations() }
+func (k *keptLP) Iterations() int { return k.model.Iterations() }
 
 // Close frees the solver's copy.
-func (k *KeptLP) Close() { k.model.Close() }
+func (k *keptLP) Close() { k.model.Close() }
 
 // Solve solves the LP as it now stands, from the current basis.
-func (k *KeptLP) Solve() (*LPResult, error) {
+func (k *keptLP) Solve() (*lpResult, error) {
 	nr, nc := len(k.lp.rowLo), len(k.lp.obj)
 	if err := k.model.Solve(); err != nil {
 		if errors.Is(err, clpmodel.ErrInfeasible) {
@@ -255,7 +255,7 @@ func (k *KeptLP) Solve() (*LPResult, error) {
 		}
 		return nil, err
 	}
-	return &LPResult{
+	return &lpResult{
 		X:           k.model.ColumnValues(nil),
 		Objective:   k.model.Objective(),
 		RowDuals:    k.model.RowDuals(nil),
@@ -267,7 +267,7 @@ func (k *KeptLP) Solve() (*LPResult, error) {
 // setCoefficient changes the coefficient of column col in row r, which
 // must already hold an entry for it (rows keep the entries they were built
 // with).
-func (lp *LP) setCoefficient(r, col int, v float64) {
+func (lp *linearProgram) setCoefficient(r, col int, v float64) {
 	for k := lp.rowStart[r]; k < lp.rowStart[r+1]; k++ {
 		if lp.rowCols[k] == col {
 			lp.rowVals[k] = v

@@ -8,7 +8,7 @@ import (
 
 func TestLPSolvesTextbookProblem(t *testing.T) {
 	// maximize a + b s.t. 0 <= 2a + b <= 10, 3 <= 2b - a <= 8: optimum 7.6 at (2.4, 5.2).
-	lp := NewLP(2)
+	lp := newLinearProgram(2)
 	lp.Maximize()
 	lp.SetObjective(0, 1)
 	lp.SetObjective(1, 1)
@@ -24,7 +24,7 @@ func TestLPSolvesTextbookProblem(t *testing.T) {
 }
 
 func TestLPReportsInfeasible(t *testing.T) {
-	lp := NewLP(1)
+	lp := newLinearProgram(1)
 	lp.SetBounds(0, 0, 1)
 	lp.AddRow([]int{0}, []float64{1}, 2, Inf)
 	if _, err := lp.Solve(); !errors.Is(err, ErrInfeasible) {
@@ -45,7 +45,7 @@ func TestLPWithoutColumnsChecksItsRows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			lp := NewLP(0)
+			lp := newLinearProgram(0)
 			lp.AddRow(nil, nil, -Inf, 5)
 			lp.AddRow(nil, nil, tc.lo, tc.hi)
 			_, err := lp.Solve()
@@ -59,7 +59,7 @@ func TestLPWithoutColumnsChecksItsRows(t *testing.T) {
 func TestLPReportsReducedCosts(t *testing.T) {
 	// maximize x + 2y with x, y in [0, 1] and x + y <= 1.5: y sits at its
 	// upper bound with reduced cost 1 (2 minus the row's dual 1), x is basic.
-	lp := NewLP(2)
+	lp := newLinearProgram(2)
 	lp.Maximize()
 	lp.SetBounds(0, 0, 1)
 	lp.SetBounds(1, 0, 1)

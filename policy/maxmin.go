@@ -314,7 +314,7 @@ func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats)
 		sol.classes = classes
 	}
 	nt := len(m.types)
-	lp := NewLP(0)
+	lp := newLinearProgram(0)
 	if minimizeType < 0 {
 		lp.Maximize()
 	}
@@ -490,7 +490,7 @@ func (m *mmModel) solve(weight, floor []float64, minimizeType int, stats *Stats)
 }
 
 // noteMMStats records one solved LP in stats.
-func noteMMStats(stats *Stats, lp *LP, classes int) {
+func noteMMStats(stats *Stats, lp *linearProgram, classes int) {
 	stats.LPs++
 	stats.Classes = max(stats.Classes, classes)
 	stats.Columns = max(stats.Columns, lp.NumColumns())

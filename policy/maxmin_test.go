@@ -403,7 +403,7 @@ func TestMaxMinRejectsBadInput(t *testing.T) {
 func mmPerJobMaxMin(t *testing.T, p *Problem, agnostic, packed bool) float64 {
 	t.Helper()
 	types := p.Types()
-	lp := NewLP(0)
+	lp := newLinearProgram(0)
 	lp.Maximize()
 	tau := lp.AddColumn(-Inf, Inf, 1)
 	index := map[string]int{}

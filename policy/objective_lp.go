@@ -17,7 +17,7 @@ import (
 // larger than the type's GPU count, so such placements are impossible by
 // construction rather than by a constraint.
 type placementLP struct {
-	lp    *LP
+	lp    *linearProgram
 	types []string
 	// units are the allocation rows: every job (problem order), then every
 	// usable pair.
@@ -153,7 +153,7 @@ func newPlacementLP(p *Problem, tput throughputFunc, packed bool) (*placementLP,
 func buildPlacementLP(p *Problem, tput throughputFunc, packed, homogeneous bool) (*placementLP, error) {
 	types := p.Types()
 	b := &placementLP{
-		lp:       NewLP(0),
+		lp:       newLinearProgram(0),
 		types:    types,
 		effCols:  make([][]int, len(p.Jobs)),
 		effCoefs: make([][]float64, len(p.Jobs)),
@@ -353,7 +353,7 @@ func (b *placementLP) allocation(p *Problem, name string, x []float64) *Allocati
 }
 
 // noteLP records one solved LP's size in s.
-func noteLP(s *Stats, lp *LP) {
+func noteLP(s *Stats, lp *linearProgram) {
 	s.LPs++
 	s.Columns = max(s.Columns, lp.NumColumns())
 	s.Rows = max(s.Rows, lp.NumRows())

@@ -113,7 +113,7 @@ func TestWaterFillingFIFOHeadFillsBeforeNext(t *testing.T) {
 func wfCanRise(t *testing.T, p *Problem, a *Allocation, j int) bool {
 	t.Helper()
 	types := p.Types()
-	lp := NewLP(0)
+	lp := newLinearProgram(0)
 	lp.Maximize()
 	cols := make([][]int, len(p.Jobs))
 	for k := range p.Jobs {
