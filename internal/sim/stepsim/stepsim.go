@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math"
 	"slices"
@@ -76,6 +77,11 @@ type Config struct {
 	// MaxTime stops the run with an error once this much simulated time
 	// has passed (0: ten years).
 	MaxTime time.Duration
+	// RefuseRate is the share of the daemon's actions the simulated
+	// Slurm refuses (0: none), so that a run takes the paths the daemon
+	// takes when sends fail: an action refused leaves its job as it was,
+	// and the job's later actions in the same batch are not sent.
+	RefuseRate float64
 }
 
 // epoch is the virtual clock's zero.
@@ -123,8 +129,9 @@ type run struct {
 	res    *sim.Result
 	// forget are finished jobs to remove from Slurm, with when.
 	forget []forgetAt
-	// signals counts the grace signals and requeues the daemon sent.
-	signals, requeues int
+	// signals counts the grace signals and requeues the daemon sent;
+	// refused the actions the simulated Slurm refused (Config.RefuseRate).
+	signals, requeues, refused int
 	// pollAt is the daemon's next check after signals went out.
 	pollAt time.Time
 	// refillAt is the daemon's first look after a completion since the
@@ -372,7 +379,10 @@ func (r *run) round() error {
 		vanished = trust.Vanished
 	}
 	p := r.core.Step(sched.Input{Snap: snap, Now: r.now, Solve: r.core.Solve, Vanished: vanished})
-	res := r.core.Commit(p, make([]sched.Outcome, len(p.Actions)))
+	if p.Skipped != "" || p.Fallback != "" {
+		p.Actions = nil // nothing is sent; the run stops below
+	}
+	res := r.core.Commit(p, r.send(p.Actions))
 	r.lastRound, r.refillAt = r.now, time.Time{} // the round places what completions freed
 	r.res.Rounds++
 	if res.Solved {
@@ -386,7 +396,6 @@ func (r *run) round() error {
 		// the policy must not report results it did not produce.
 		return fmt.Errorf("stepsim: round %d: the policy failed: %s", res.Round, res.Fallback)
 	}
-	r.apply(res.Actions)
 	return nil
 }
 
@@ -397,40 +406,70 @@ func (r *run) graces() error {
 		return err
 	}
 	p := r.core.Look(snap, r.now)
-	r.core.Commit(p, make([]sched.Outcome, len(p.Actions)))
-	r.apply(p.Actions)
+	r.core.Commit(p, r.send(p.Actions))
 	return nil
 }
 
-// apply carries out the daemon's actions in the simulated Slurm and
-// follows what they do to the jobs' progress.
-func (r *run) apply(actions []sched.Action) {
+// send carries out the daemon's actions in the simulated Slurm, as the
+// daemon sends them (each job's in order, none after one of its actions
+// failed), and says what became of each for Commit.
+func (r *run) send(actions []sched.Action) []sched.Outcome {
 	r.dirty = r.dirty || len(actions) > 0
-	for _, a := range actions {
-		j := r.jobs[a.Job]
-		if j == nil {
+	outcomes := make([]sched.Outcome, len(actions))
+	broken := map[bridge.JobID]bool{}
+	for i, a := range actions {
+		if broken[a.Job] || r.refuses(a) {
+			outcomes[i], broken[a.Job] = sched.Refused, true
+			r.refused++
 			continue
 		}
-		switch a.Kind {
-		case bridge.ActSignal:
-			r.signals++
-			r.pollAt = r.now.Add(5 * time.Second)
-			// The script saves a checkpoint now; whatever it does after
-			// (waiting for the requeue, exiting) adds no progress.
-			j.saved = j.remaining
-			j.runType = ""
-		case bridge.ActRequeue, bridge.ActRequeueHold:
-			r.requeues++
-			if j.runType != "" && r.cfg.Preempt != bridge.PreemptCheckpoint {
-				j.saved = j.spec.TotalSteps // restarts from scratch
-			}
-			j.runType = ""
-			j.requeuedAt = r.now
-		}
-		if err := r.slurm.Apply(context.Background(), a.Action); err == nil && (a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold) {
-			j.remaining = j.saved
+		if err := r.apply(a); err != nil {
+			outcomes[i], broken[a.Job] = sched.Refused, true
 		}
 	}
+	return outcomes
+}
+
+// refuses says whether the simulated Slurm refuses action a
+// (Config.RefuseRate): a draw that depends only on the seed, the time and
+// the action, so that a run is repeatable.
+func (r *run) refuses(a sched.Action) bool {
+	if r.cfg.RefuseRate <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", r.cfg.Seed, r.now.UnixNano(), a.Action.String())
+	return float64(h.Sum64()>>11)/float64(1<<53) < r.cfg.RefuseRate
+}
+
+// apply carries out one action in the simulated Slurm and follows what
+// it does to the job's progress.
+func (r *run) apply(a sched.Action) error {
+	j := r.jobs[a.Job]
+	if j == nil {
+		return nil
+	}
+	switch a.Kind {
+	case bridge.ActSignal:
+		r.signals++
+		r.pollAt = r.now.Add(5 * time.Second)
+		// The script saves a checkpoint now; whatever it does after
+		// (waiting for the requeue, exiting) adds no progress.
+		j.saved = j.remaining
+		j.runType = ""
+	case bridge.ActRequeue, bridge.ActRequeueHold:
+		r.requeues++
+		if j.runType != "" && r.cfg.Preempt != bridge.PreemptCheckpoint {
+			j.saved = j.spec.TotalSteps // restarts from scratch
+		}
+		j.runType = ""
+		j.requeuedAt = r.now
+	}
+	err := r.slurm.Apply(context.Background(), a.Action)
+	if err == nil && (a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold) {
+		j.remaining = j.saved
+	}
+	return err
 }
 
 // slurmctld starts the eligible pending jobs, highest priority first, on
