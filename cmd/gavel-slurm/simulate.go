@@ -65,6 +65,7 @@ type simFlags struct {
 	daemonStep  bool
 	grace       time.Duration
 	refillPoll  time.Duration
+	refuseRate  float64
 	preemptMode bridge.PreemptMode
 	script      fake.SignalResponse
 	// estimate hides the true throughputs from the policy, which learns
@@ -202,6 +203,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	script := fs.String("script", "wait", "with --daemon-step: what checkpointing scripts do after saving: wait (for the requeue) or exit")
 	refillPoll := fs.Duration("refill-poll", 30*time.Second, "with --daemon-step: the daemon's scheduler.refill_poll, how often it looks between rounds "+
 		"for GPUs freed by completions to start waiting jobs on (0: they stay idle until the next round)")
+	refuseRate := fs.Float64("refuse-rate", 0, "with --daemon-step: share of the daemon's actions the simulated Slurm refuses (0 to 1), "+
+		"to run the paths the daemon takes when sends fail; each refused action is committed as such and tried again later")
 	estimateOn := fs.Bool("estimate", false, "hide every job's true throughputs from the policy: it sees only what the learning estimator "+
 		"has measured of the job's own rounds (every job an unknown model)")
 	estimateNoise := fs.Float64("estimate-noise", 0, "with --estimate: spread of each measurement's multiplicative error (0.05: about 5%)")
@@ -254,7 +257,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, errors.New("--faithful needs --mechanism gavel")
 	}
 	f.faithful = *faithful
-	f.daemonStep, f.grace, f.refillPoll = *daemonStep, *grace, *refillPoll
+	f.daemonStep, f.grace, f.refillPoll, f.refuseRate = *daemonStep, *grace, *refillPoll, *refuseRate
 	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
 	f.estimateNoTable = *estimateRef == "none"
 	if f.preemptMode, err = bridge.ParsePreemptMode(*preemptMode); err != nil {
@@ -289,6 +292,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--grace %v: must be >= 0", *grace)
 	case *refillPoll < 0:
 		return nil, fmt.Errorf("--refill-poll %v: must be >= 0", *refillPoll)
+	case !(*refuseRate >= 0 && *refuseRate < 1):
+		return nil, fmt.Errorf("--refuse-rate %v: must be >= 0 and below 1", *refuseRate)
+	case *refuseRate > 0 && !*daemonStep:
+		return nil, errors.New("--refuse-rate needs --daemon-step")
 	case *script != "wait" && *script != "exit":
 		return nil, fmt.Errorf("--script %q: must be wait or exit", *script)
 	case f.estimateNoise < 0 || math.IsNaN(f.estimateNoise) || math.IsInf(f.estimateNoise, 0):
@@ -510,7 +517,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
-		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices,
+		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices, RefuseRate: f.refuseRate,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()
