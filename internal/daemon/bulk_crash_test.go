@@ -13,7 +13,7 @@ import (
 
 // crashedJournal writes intents but loses every later journal update, as
 // a daemon that stops right after its bulk calls to Slurm returned.
-type crashedJournal struct{ journal }
+type crashedJournal struct{ Journal }
 
 var errCrashed = errors.New("stopped before the journal was updated")
 

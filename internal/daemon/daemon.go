@@ -38,8 +38,12 @@ func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d
 type Deps struct {
 	Core  *Core
 	Slurm bridge.Slurm
-	Store *store.Store
-	Board *api.Board
+	// Store keeps the journal and the round's records. A simulator
+	// passes none and a Journal instead: nothing is restored or
+	// persisted.
+	Store   *store.Store
+	Journal Journal
+	Board   *api.Board
 	// Metrics may be nil.
 	Metrics *api.Metrics
 	Log     zerolog.Logger
@@ -56,7 +60,7 @@ type Daemon struct {
 	Deps
 	// journal and out are where the daemon's writes go: the store and
 	// Slurm, or their dry-run stand-ins (sender.go).
-	journal journal
+	journal Journal
 	out     bridge.Actuator
 	// sentLabel is the metrics label of an action handed to out.
 	sentLabel string
@@ -88,8 +92,13 @@ const unhealthyAfter = 3
 
 // New returns a daemon and restores the core from the store.
 func New(deps Deps) (*Daemon, error) {
-	if deps.Core == nil || deps.Slurm == nil || deps.Store == nil || deps.Board == nil || deps.Clock == nil {
-		return nil, errors.New("daemon: core, slurm, store, board and clock are required")
+	if deps.Core == nil || deps.Slurm == nil || (deps.Store == nil) == (deps.Journal == nil) || deps.Board == nil || deps.Clock == nil {
+		return nil, errors.New("daemon: core, slurm, a store or else a journal, board and clock are required")
+	}
+	if deps.Store == nil {
+		d := &Daemon{Deps: deps, journal: deps.Journal, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm)}
+		deps.Core.SetPreemptionOff(d.gate.offReason())
+		return d, nil
 	}
 	stored, corruptJobs, err := deps.Store.Jobs()
 	if err != nil {
@@ -211,6 +220,12 @@ type RoundReport struct {
 	Persist  time.Duration
 	Duration time.Duration
 	Skipped  string
+	// SkipCause is Skipped's short label; Solved is set when the round
+	// recomputed the allocation, and Fallback says why the allocation in
+	// use is the stand-in's.
+	SkipCause string
+	Solved    bool
+	Fallback  string
 }
 
 // RunRound runs one round: snapshot, reconcile leftover intents, step the
@@ -238,6 +253,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 			Msg("policy failed; the round runs on the stand-in's equal shares and the policy is tried again")
 	}
 	rep.Jobs, rep.Managed, rep.Skipped = res.Jobs, res.Managed, res.Skipped
+	rep.SkipCause, rep.Solved, rep.Fallback = res.SkipCause, res.Solved, res.Fallback
 	rep.Duration = d.Clock.Now().Sub(start)
 	d.publish(res, rep, solve)
 	d.Log.Info().Uint64("round", rep.Round).Int("jobs", rep.Jobs).Int("managed", rep.Managed).
@@ -758,6 +774,9 @@ func (d *Daemon) commitReplay(verdicts map[uint64]sched.Outcome) {
 // persist saves the round's job records and counters.
 func (d *Daemon) persist(res Result) {
 	meta := map[string]any{"round": res.Round, "core": res.State}
+	if d.Store == nil {
+		return
+	}
 	jobs := make([]store.Job, len(res.Records))
 	for i, r := range res.Records {
 		jobs[i] = store.Job{ID: r.JobID, Value: r}

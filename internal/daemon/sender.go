@@ -10,9 +10,10 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 )
 
-// journal is the action journal the daemon writes before it sends and
-// settles after; *store.Store is the real one.
-type journal interface {
+// Journal is the action journal the daemon writes before it sends and
+// settles after; *store.Store is the real one, store.MemJournal the step
+// simulator's.
+type Journal interface {
 	Intents(round uint64, specs []store.IntentSpec, now time.Time) ([]store.Entry, error)
 	Settle(outcomes []store.Outcome, now time.Time) error
 	MarkDone(seq uint64, now time.Time) error

@@ -25,15 +25,20 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/api"
+	"github.com/gavel-slurm/gavel-slurm/internal/daemon"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
+	"github.com/gavel-slurm/gavel-slurm/internal/store"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
+	"github.com/rs/zerolog"
 )
 
 // Config describes one run.
@@ -118,10 +123,12 @@ type job struct {
 }
 
 type run struct {
-	cfg    Config
-	now    time.Time
-	slurm  *fake.Slurm
-	core   *sched.Core
+	cfg   Config
+	now   time.Time
+	slurm *fake.Slurm
+	core  *sched.Core
+	// daemon drives core against the simulated Slurm, as on a cluster.
+	daemon *daemon.Daemon
 	types  []string
 	jobs   map[bridge.JobID]*job
 	order  []*job
@@ -189,6 +196,11 @@ func newRun(cfg Config) (*run, error) {
 		return nil, err
 	}
 	r.core = core
+	r.daemon, err = daemon.New(daemon.Deps{Core: core, Slurm: &simSlurm{r: r}, Journal: store.NewMemJournal(),
+		Board: &api.Board{}, Clock: simClock{r}, Log: zerolog.Nop()})
+	if err != nil {
+		return nil, err
+	}
 	r.res.Types = r.types
 	return r, nil
 }
@@ -366,85 +378,81 @@ func (r *run) forgetFinished() {
 	r.forget = kept
 }
 
-// round is one daemon round: read Slurm (again when managed jobs
-// vanished, as the daemon does), step, apply.
+// round is one daemon round, run by the daemon's own code: read Slurm
+// (again when managed jobs vanished), reconcile, step, journal, send,
+// commit.
 func (r *run) round() error {
-	snap, err := r.slurm.Snapshot(context.Background())
-	if err != nil {
-		return err
-	}
-	var vanished []string
-	if trust := r.core.Check(snap); len(trust.Vanished) > 0 {
-		snap, _ = r.slurm.Snapshot(context.Background())
-		vanished = trust.Vanished
-	}
-	p := r.core.Step(sched.Input{Snap: snap, Now: r.now, Solve: r.core.Solve, Vanished: vanished})
-	if p.Skipped != "" || p.Fallback != "" {
-		p.Actions = nil // nothing is sent; the run stops below
-	}
-	res := r.core.Commit(p, r.send(p.Actions))
+	rep := r.daemon.RunRound(context.Background())
 	r.lastRound, r.refillAt = r.now, time.Time{} // the round places what completions freed
 	r.res.Rounds++
-	if res.Solved {
+	if rep.Solved {
 		r.res.Allocations++
 	}
-	if res.Skipped != "" && res.SkipCause != "no_nodes" {
-		return fmt.Errorf("stepsim: round %d skipped: %s", res.Round, res.Skipped)
+	if rep.Skipped != "" && rep.SkipCause != "no_nodes" {
+		return fmt.Errorf("stepsim: round %d skipped: %s", rep.Round, rep.Skipped)
 	}
-	if res.Fallback != "" {
+	if rep.Fallback != "" {
 		// The daemon goes on with the stand-in's shares; a simulation of
 		// the policy must not report results it did not produce.
-		return fmt.Errorf("stepsim: round %d: the policy failed: %s", res.Round, res.Fallback)
+		return fmt.Errorf("stepsim: round %d: the policy failed: %s", rep.Round, rep.Fallback)
 	}
 	return nil
 }
 
-// graces is the daemon's check between rounds.
+// graces is the daemon's check between rounds, run by the daemon.
 func (r *run) graces() error {
-	snap, err := r.slurm.Snapshot(context.Background())
-	if err != nil {
-		return err
-	}
-	p := r.core.Look(snap, r.now)
-	r.core.Commit(p, r.send(p.Actions))
+	r.daemon.RunGraces(context.Background())
 	return nil
 }
 
-// send carries out the daemon's actions in the simulated Slurm, as the
-// daemon sends them (each job's in order, none after one of its actions
-// failed), and says what became of each for Commit.
-func (r *run) send(actions []sched.Action) []sched.Outcome {
-	r.dirty = r.dirty || len(actions) > 0
-	outcomes := make([]sched.Outcome, len(actions))
-	broken := map[bridge.JobID]bool{}
-	for i, a := range actions {
-		if broken[a.Job] || r.refuses(a) {
-			outcomes[i], broken[a.Job] = sched.Refused, true
-			r.refused++
-			continue
-		}
-		if err := r.apply(a); err != nil {
-			outcomes[i], broken[a.Job] = sched.Refused, true
-		}
-	}
-	return outcomes
+// simSlurm is the simulated Slurm as the daemon sees it: bridge/fake's,
+// with each action also followed in the jobs' progress. The daemon sends
+// several jobs' actions at once; the lock keeps the run's state whole.
+type simSlurm struct {
+	r  *run
+	mu sync.Mutex
 }
+
+func (s *simSlurm) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
+	return s.r.slurm.Snapshot(ctx)
+}
+
+func (s *simSlurm) Apply(_ context.Context, a bridge.Action) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.r
+	r.dirty = true
+	if r.refuses(a) {
+		r.refused++
+		return fmt.Errorf("%s: refused (simulated)", a)
+	}
+	return r.apply(a)
+}
+
+// simClock is the run's virtual clock.
+type simClock struct{ r *run }
+
+func (c simClock) Now() time.Time { return c.r.now }
+
+// After never fires: the run's loop, not the daemon's, decides when the
+// next round and look come.
+func (simClock) After(time.Duration) <-chan time.Time { return nil }
 
 // refuses says whether the simulated Slurm refuses action a
 // (Config.RefuseRate): a draw that depends only on the seed, the time and
 // the action, so that a run is repeatable.
-func (r *run) refuses(a sched.Action) bool {
+func (r *run) refuses(a bridge.Action) bool {
 	if r.cfg.RefuseRate <= 0 {
 		return false
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%s", r.cfg.Seed, r.now.UnixNano(), a.Action.String())
+	fmt.Fprintf(h, "%d/%d/%s", r.cfg.Seed, r.now.UnixNano(), a.String())
 	return float64(h.Sum64()>>11)/float64(1<<53) < r.cfg.RefuseRate
 }
 
 // apply carries out one action in the simulated Slurm and follows what
 // it does to the job's progress.
-func (r *run) apply(a sched.Action) error {
+func (r *run) apply(a bridge.Action) error {
 	j := r.jobs[a.Job]
 	if j == nil {
 		return nil
@@ -465,7 +473,7 @@ func (r *run) apply(a sched.Action) error {
 		j.runType = ""
 		j.requeuedAt = r.now
 	}
-	err := r.slurm.Apply(context.Background(), a.Action)
+	err := r.slurm.Apply(context.Background(), a)
 	if err == nil && (a.Kind == bridge.ActRequeue || a.Kind == bridge.ActRequeueHold) {
 		j.remaining = j.saved
 	}
