@@ -57,6 +57,17 @@ func (c *Core) restartCost(js *jobState) time.Duration {
 	return max(cost, 0)
 }
 
+// restartSource says where restartCost took the job's figure from.
+func restartSource(js *jobState) string {
+	switch {
+	case js.restartMeasured > 0:
+		return "measured"
+	case js.restartTag > 0:
+		return "tag"
+	}
+	return "default"
+}
+
 // noteRequeue starts measuring the restart a requeue of the job begins.
 // A requeue sent again (the first did not land) keeps the first's start.
 func (js *jobState) noteRequeue(j bridge.Job, moved bool, now time.Time) {
