@@ -18,6 +18,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/config"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim/report"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim/stepsim"
@@ -311,8 +312,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--restart-finish %v: must be a finite number >= 0", f.restartFinish)
 	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
 		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish need --mechanism restart")
-	case f.daemonStep && (f.restartCosts.Max() > 0 || f.mechanism == rounds.VariantRestart):
-		return nil, errors.New("--restart-cost and --mechanism restart run with the round mechanism; the daemon's step does not take per-job restart costs yet")
+	case f.daemonStep && (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0):
+		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish tune the round mechanism; the daemon's step runs with the defaults")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -511,6 +512,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices,
+		RestartCosts: f.restartCosts, DefaultRestart: config.Default().Scheduler.DefaultRestartCost,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()
