@@ -60,3 +60,41 @@ func TestRestartCostIsMeasuredAndShown(t *testing.T) {
 		})
 	}
 }
+
+// Measured keeps each job's earliest progress in its current run: a later
+// or repeated report leaves it, an earlier one replaces it, a new start
+// begins a new run, and a report from before the start is not the run's.
+func TestFirstProgressPerRun(t *testing.T) {
+	s1, s2 := queueEpoch, queueEpoch.Add(time.Hour)
+	type note struct{ start, at time.Time }
+	tests := map[string]struct {
+		notes   []note
+		askFor  time.Time
+		want    time.Time
+		wantOK  bool
+		forgets bool
+	}{
+		"earliest kept":           {[]note{{s1, s1.Add(time.Minute)}, {s1, s1.Add(2 * time.Minute)}, {s1, s1.Add(30 * time.Second)}}, s1, s1.Add(30 * time.Second), true, false},
+		"new run replaces":        {[]note{{s1, s1.Add(time.Minute)}, {s2, s2.Add(90 * time.Second)}}, s2, s2.Add(90 * time.Second), true, false},
+		"older run not answered":  {[]note{{s1, s1.Add(time.Minute)}, {s2, s2.Add(90 * time.Second)}}, s1, time.Time{}, false, false},
+		"report before the start": {[]note{{s2, s1.Add(time.Minute)}}, s2, time.Time{}, false, false},
+		"forgotten job":           {[]note{{s1, s1.Add(time.Minute)}}, s1, time.Time{}, false, true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := &Measured{}
+			_, measured := measuredHarness(t, "a1:v100:1")
+			m.est = measured.est
+			for _, n := range tc.notes {
+				m.noteProgress("7", n.start, n.at)
+			}
+			if tc.forgets {
+				m.Forget("7")
+			}
+			got, ok := m.FirstProgress("7", tc.askFor)
+			if ok != tc.wantOK || !got.Equal(tc.want) {
+				t.Errorf("first progress %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
