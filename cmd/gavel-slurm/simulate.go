@@ -210,9 +210,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		"against which it matches measured jobs) or none (only the jobs it measured)")
 	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations "+
 		"(improved mechanism: between resets of the time received; the allocation follows every arrival and completion)")
-	mechanism := fs.String("mechanism", string(rounds.VariantImproved), "round mechanism: improved (re-solves on arrivals and completions, "+
-		"runs jobs where their allocation puts them), gavel (the paper's, for reproductions) or restart (improved, and weighs each "+
-		"preemption and move against the job's restart cost)")
+	mechanism := fs.String("mechanism", string(rounds.VariantRestart), "round mechanism: restart (the default: improved, and weighs each "+
+		"preemption and move against the job's restart cost), improved (re-solves on arrivals and completions, "+
+		"runs jobs where their allocation puts them) or gavel (the paper's, for reproductions)")
 	faithful := fs.Bool("faithful", false, "with --mechanism gavel: also reproduce the reference simulator's behaviours the paper does not intend "+
 		"(multi-GPU jobs dropped after five rounds with fewer steps than GPUs, FIFO allocations on types a job cannot run on, "+
 		"LAS allocations that give time on such types)")

@@ -122,9 +122,9 @@ type Scheduler struct {
 	// allocation follows every event and this is the shortest time
 	// between two resets of the time each job received.
 	MinResetInterval time.Duration
-	// Mechanism is the round mechanism: "improved" (the default),
-	// "restart" (improved, weighing each preemption against the job's
-	// restart cost) or "gavel" (the paper's).
+	// Mechanism is the round mechanism: "restart" (the default: improved,
+	// weighing each preemption against the job's restart cost),
+	// "improved" or "gavel" (the paper's).
 	Mechanism string
 	// DefaultRestartCost is what a restart is taken to cost a job until
 	// the daemon measures it, unless its tag states restart=: the restart
@@ -231,8 +231,12 @@ func Default() Config {
 			Policy:           "max_min_fairness_perf",
 			Round:            6 * time.Minute,
 			MinResetInterval: 0,
-			Mechanism:        string(rounds.VariantImproved),
-			DefaultGrace:     60 * time.Second,
+			// Weighing each preemption against the job's restart cost
+			// loses nothing when restarts are cheap and keeps JCTs near
+			// the free-restart ones when they are not (docs/evaluation.md,
+			// "Restarts that cost").
+			Mechanism:    string(rounds.VariantRestart),
+			DefaultGrace: 60 * time.Second,
 			// A small model's checkpoint, requeue and reload; measured
 			// costs replace it once a job has restarted.
 			DefaultRestartCost: 60 * time.Second,

@@ -68,7 +68,8 @@ type Config struct {
 	// start that follows a preemption (loading its checkpoint).
 	RestartOverhead time.Duration
 	// RestartCosts draws each job's own restart cost, added to
-	// RestartOverhead (sim.RestartCosts).
+	// RestartOverhead (sim.RestartCosts). Given, even as fixed:0s, or with
+	// the restart mechanism, the jobs report their progress.
 	RestartCosts sim.RestartCosts
 	// DefaultRestart is the daemon's scheduler.default_restart_cost: what
 	// the restart mechanism takes a job's restart to cost until it has
@@ -192,9 +193,11 @@ func newRun(cfg Config) (*run, error) {
 		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, RefillPoll: cfg.RefillPoll, Seed: cfg.Seed, Mechanism: cfg.Mechanism,
 		DefaultRestart: cfg.DefaultRestart}
 	var est sched.Estimator = sched.TableEstimator{Table: cfg.Table}
-	if cfg.Mechanism == rounds.VariantRestart || cfg.RestartCosts.Max() > 0 {
+	if cfg.Mechanism == rounds.VariantRestart || cfg.RestartCosts.String() != "" {
 		// Per-job restart costs are measured from the jobs' progress;
-		// runs compared with them report progress whatever the mechanism.
+		// runs compared with them report progress whatever the mechanism
+		// (even with costs of 0, so that a free baseline gives the policy
+		// the same remaining steps).
 		est = progress{TableEstimator: sched.TableEstimator{Table: cfg.Table}, r: r}
 	}
 	core, err := sched.NewCore(set, est)
