@@ -106,6 +106,10 @@ type Tag struct {
 	Preempt PreemptMode `json:"preempt,omitempty"`
 	// Mixed says whether the job's GPUs may span GPU types (MixedOK).
 	Mixed MixedTypes `json:"mixed,omitempty"`
+	// Restart is what one restart costs the job (saving its checkpoint,
+	// the requeue, starting again, loading the model) until the daemon
+	// measures it; 0 means unset (the site's default).
+	Restart time.Duration `json:"restart,omitempty"`
 }
 
 // MixedOK reports whether the tag lets the job run on several GPU types.
@@ -314,8 +318,10 @@ func (t *Tag) set(key, value string) error {
 		t.Preempt, err = ParsePreemptMode(value)
 	case "mixed":
 		t.Mixed, err = ParseMixedTypes(value)
+	case "restart":
+		t.Restart, err = parseDuration(value)
 	default:
-		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed)", key)
+		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart)", key)
 	}
 	if err != nil {
 		return fmt.Errorf("%s= %w", key, err)
@@ -502,6 +508,9 @@ func (t Tag) Format() string {
 	}
 	if t.Mixed != MixedUnset {
 		add("mixed", string(t.Mixed))
+	}
+	if t.Restart != 0 {
+		add("restart", formatDuration(t.Restart))
 	}
 	return b.String()
 }

@@ -60,6 +60,9 @@ func TestParseTag(t *testing.T) {
 		},
 		"fractional hours":                        {"gavel: slo=1.5h", Tag{SLO: 90 * time.Minute}},
 		"zero grace means unset":                  {"gavel: grace=0", Tag{}},
+		"restart cost":                            {"gavel: restart=3m grace=30s", Tag{Restart: 3 * time.Minute, Grace: 30 * time.Second}},
+		"restart slurm form":                      {"gavel: restart=1:30", Tag{Restart: 90 * time.Second}},
+		"zero restart means unset":                {"gavel: restart=0", Tag{}},
 		"tabs as separators":                      {"gavel:\tsteps=5\tweight=3", Tag{Steps: 5, Weight: 3}},
 		"prefix after punctuation":                {"(gavel: steps=7; see wiki)", Tag{Steps: 7}},
 		"bare fractional seconds":                 {"gavel: grace=0.4", Tag{}},
@@ -113,6 +116,9 @@ func TestParseTagErrors(t *testing.T) {
 		"slo zero":                {"gavel: slo=0", "slo= must be longer than 0"},
 		"slo bare number inside":  {"gavel: slo=1h30", "slo= is not a duration"},
 		"grace negative":          {"gavel: grace=-5", `grace= is negative: "-5"`},
+		"restart negative":        {"gavel: restart=-1m", `restart= is negative: "-1m"`},
+		"restart not a duration":  {"gavel: restart=soon", "restart= is not a duration"},
+		"restart twice":           {"gavel: restart=1m restart=2m", "duplicate key restart="},
 		"slo too long":            {"gavel: slo=3651d", "slo= is longer than 3650 days"},
 		"slo infinite":            {"gavel: slo=UNLIMITED", "slo= is not a finite duration"},
 		"slo slurm out of range":  {"gavel: slo=1:75", "slo= is not a duration"},
@@ -183,6 +189,7 @@ func TestFormatTag(t *testing.T) {
 		"days and minutes": {Tag{SLO: 48 * time.Hour, Grace: 2 * time.Minute}, "gavel: slo=2d grace=2m"},
 		"class":            {Tag{Class: ClassTrialAndError}, "gavel: class=te"},
 		"preempt":          {Tag{Preempt: PreemptRequeue, Grace: time.Minute}, "gavel: grace=1m preempt=requeue"},
+		"restart last":     {Tag{Mixed: MixedOK, Restart: 150 * time.Second}, "gavel: mixed=ok restart=150s"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -202,6 +209,7 @@ func FuzzParseTag(f *testing.F) {
 		"gavel: slo=1h30m grace=0",
 		"gavel: steps=1e6 weight=1e-3",
 		"gavel: slo=1-12:00:00 grace=05:00 preempt=checkpoint",
+		"gavel: restart=2m30s mixed=ok",
 		"gavel: model=\"a\u202eb\"",
 		"GAVEL:steps=1_000",
 		"nothing here",

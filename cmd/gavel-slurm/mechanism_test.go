@@ -3,19 +3,22 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
-// The daemon runs the improved round mechanism unless the site asks for
-// the paper's.
+// The daemon runs the restart-aware round mechanism unless the site asks
+// for another, with the configured default restart cost.
 func TestDaemonMechanismSetting(t *testing.T) {
 	tests := map[string]struct {
-		toml string
-		want rounds.Variant
+		toml        string
+		want        rounds.Variant
+		wantRestart time.Duration
 	}{
-		"default":          {"[scheduler]\nround = \"1m\"\n", rounds.VariantImproved},
-		"gavel on request": {"[scheduler]\nmechanism = \"gavel\"\n", rounds.VariantGavel},
+		"default":             {"[scheduler]\nround = \"1m\"\n", rounds.VariantRestart, time.Minute},
+		"gavel on request":    {"[scheduler]\nmechanism = \"gavel\"\n", rounds.VariantGavel, time.Minute},
+		"improved on request": {"[scheduler]\nmechanism = \"improved\"\ndefault_restart_cost = \"3m\"\n", rounds.VariantImproved, 3 * time.Minute},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -23,8 +26,9 @@ func TestDaemonMechanismSetting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := coreSettings(cfg).Mechanism; got != tc.want {
-				t.Errorf("mechanism %q, want %q", got, tc.want)
+			set := coreSettings(cfg)
+			if set.Mechanism != tc.want || set.DefaultRestart != tc.wantRestart {
+				t.Errorf("mechanism %q, default restart cost %s; want %q, %s", set.Mechanism, set.DefaultRestart, tc.want, tc.wantRestart)
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
+	"github.com/gavel-slurm/gavel-slurm/internal/config"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim/report"
 	"github.com/gavel-slurm/gavel-slurm/internal/sim/stepsim"
@@ -212,9 +213,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		"against which it matches measured jobs) or none (only the jobs it measured)")
 	reset := fs.Duration("min-reset-interval", 1920*time.Second, "least time between allocation recomputations "+
 		"(improved mechanism: between resets of the time received; the allocation follows every arrival and completion)")
-	mechanism := fs.String("mechanism", string(rounds.VariantImproved), "round mechanism: improved (re-solves on arrivals and completions, "+
-		"runs jobs where their allocation puts them), gavel (the paper's, for reproductions) or restart (improved, and weighs each "+
-		"preemption and move against the job's restart cost)")
+	mechanism := fs.String("mechanism", string(rounds.VariantRestart), "round mechanism: restart (the default: improved, and weighs each "+
+		"preemption and move against the job's restart cost), improved (re-solves on arrivals and completions, "+
+		"runs jobs where their allocation puts them) or gavel (the paper's, for reproductions)")
 	faithful := fs.Bool("faithful", false, "with --mechanism gavel: also reproduce the reference simulator's behaviours the paper does not intend "+
 		"(multi-GPU jobs dropped after five rounds with fewer steps than GPUs, FIFO allocations on types a job cannot run on, "+
 		"LAS allocations that give time on such types)")
@@ -318,8 +319,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--restart-finish %v: must be a finite number >= 0", f.restartFinish)
 	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
 		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish need --mechanism restart")
-	case f.daemonStep && (f.restartCosts.Max() > 0 || f.mechanism == rounds.VariantRestart):
-		return nil, errors.New("--restart-cost and --mechanism restart run with the round mechanism; the daemon's step does not take per-job restart costs yet")
+	case f.daemonStep && (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0):
+		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish tune the round mechanism; the daemon's step runs with the defaults")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -518,6 +519,7 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices, RefuseRate: f.refuseRate,
+		RestartCosts: f.restartCosts, DefaultRestart: config.Default().Scheduler.DefaultRestartCost,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()

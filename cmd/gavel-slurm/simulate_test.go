@@ -38,9 +38,9 @@ func TestSimulateFlagErrors(t *testing.T) {
 		"estimate with step":  {[]string{"--rate", "1", "--jobs", "3", "--estimate", "--daemon-step"}, "cannot be combined with --daemon-step"},
 		"bad restart cost":    {[]string{"--rate", "1", "--jobs", "3", "--restart-cost", "uniform:5m"}, "--restart-cost"},
 		"restart too long":    {[]string{"--rate", "1", "--jobs", "3", "--restart-cost", "uniform:1m:5m", "--preemption-overhead", "2m"}, "shorter than --round"},
-		"hold without rule":   {[]string{"--rate", "1", "--jobs", "3", "--restart-hold", "20"}, "need --mechanism restart"},
+		"hold without rule":   {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "improved", "--restart-hold", "20"}, "need --mechanism restart"},
 		"negative hold":       {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold", "-1"}, "--restart-hold -1"},
-		"restart with step":   {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--daemon-step"}, "daemon's step"},
+		"hold knob with step": {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold", "20", "--daemon-step"}, "daemon's step runs with the defaults"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -248,7 +248,7 @@ func renderRates(w io.Writer, jobs []api.JobStatus) {
 	}
 	types := sortedTypes(typeSet)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header := "JOBID\tSTEPS DONE/TOTAL"
+	header := "JOBID\tSTEPS DONE/TOTAL\tRESTART"
 	for _, t := range types {
 		header += "\t" + strings.ToUpper(printable(t)) + " STEPS/S"
 	}
@@ -257,7 +257,7 @@ func renderRates(w io.Writer, jobs []api.JobStatus) {
 		if len(j.Throughputs) == 0 {
 			continue
 		}
-		row := orDash(j.JobID) + "\t" + formatProgress(j)
+		row := orDash(j.JobID) + "\t" + formatProgress(j) + "\t" + formatRestart(j)
 		for _, t := range types {
 			r, ok := j.Throughputs[t]
 			if !ok {
@@ -287,6 +287,15 @@ func formatProgress(j api.JobStatus) string {
 		total = strconv.FormatInt(j.StepsRemaining, 10)
 	}
 	return done + "/" + total
+}
+
+// formatRestart prints what a restart is taken to cost the job and where
+// the figure comes from ("45s measured"), "-" when unknown.
+func formatRestart(j api.JobStatus) string {
+	if j.RestartSource == "" {
+		return "-"
+	}
+	return time.Duration(j.RestartCostS*float64(time.Second)).Round(time.Second).String() + " " + printable(j.RestartSource)
 }
 
 // orDash prints a field made safe by printable, or "-" when it is empty.

@@ -21,6 +21,7 @@ func statusFixture() api.Status {
 			{JobID: "101", User: "ana", Model: "ResNet-50", Managed: true, State: "RUNNING", GPUType: "v100", GPUs: 4,
 				Reason: "lease extended on v100", Preempt: "checkpoint", Allocation: map[string]float64{"v100": 0.75, "k80": 0.25, "p100": 0},
 				Received: map[string]float64{"v100": 300, "k80": 60.4}, StepsDone: ptr(int64(3000)), StepsRemaining: 97000, StepsTotal: 100000,
+				RestartCostS: 44.6, RestartSource: "measured",
 				Throughputs: map[string]api.Throughput{"v100": {StepsPerS: 412.5, Source: "measured"}, "k80": {StepsPerS: 97.25, Source: "estimated"}}},
 			{JobID: "102", User: "bo", Managed: false, State: "PENDING", GPUs: 1, Reason: "no gavel: tag in --comment"},
 		},
@@ -124,10 +125,10 @@ func TestStatusTable(t *testing.T) {
 	if rates < 0 {
 		t.Fatalf("no rates table:\n%s", out.String())
 	}
-	if got, want := strings.Join(strings.Fields(lines[rates]), "|"), "JOBID|STEPS|DONE/TOTAL|K80|STEPS/S|V100|STEPS/S"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[rates]), "|"), "JOBID|STEPS|DONE/TOTAL|RESTART|K80|STEPS/S|V100|STEPS/S"; got != want {
 		t.Errorf("rates header %q, want fields %q", got, want)
 	}
-	if got, want := strings.Join(strings.Fields(lines[rates+1]), "|"), "101|3000/100000|97.25|estimated|412.5|measured"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[rates+1]), "|"), "101|3000/100000|45s|measured|97.25|estimated|412.5|measured"; got != want {
 		t.Errorf("rates row %q, want fields %q", got, want)
 	}
 	if strings.Contains(lines[rates+2], "102") {

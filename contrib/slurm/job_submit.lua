@@ -835,7 +835,7 @@ end
 
 local PARSERS = {
 	steps = parse_steps, weight = parse_weight, slo = parse_duration, grace = parse_duration,
-	class = parse_class, preempt = parse_preempt, mixed = parse_mixed,
+	class = parse_class, preempt = parse_preempt, mixed = parse_mixed, restart = parse_duration,
 }
 
 local function set(tag, key, value)
@@ -855,12 +855,12 @@ local function set(tag, key, value)
 			err = "must be longer than 0"
 		end
 	else
-		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed)"
+		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart)"
 	end
 	if err then
 		return key .. "= " .. err
 	end
-	if v ~= 0 then -- grace=0 leaves it unset, as in the daemon
+	if v ~= 0 then -- grace=0 and restart=0 leave it unset, as in the daemon
 		tag[key] = v
 	end
 	return nil
@@ -1000,6 +1000,9 @@ local function format_tag(t)
 	end
 	if t.mixed then
 		add("mixed", t.mixed)
+	end
+	if t.restart then
+		add("restart", format_duration(t.restart))
 	end
 	return table.concat(parts)
 end

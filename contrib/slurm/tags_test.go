@@ -38,6 +38,7 @@ type wantTag struct {
 	Grace   int64   `json:"grace_s"`
 	Preempt string  `json:"preempt"`
 	Mixed   string  `json:"mixed"`
+	Restart int64   `json:"restart_s"`
 }
 
 func (c tagCase) comment(t *testing.T) string {
@@ -123,7 +124,7 @@ func daemonResult(comment string) result {
 	return result{OK: true, Canonical: tag.Format(), Tag: wantTag{
 		Model: tag.Model, Steps: tag.Steps, Weight: tag.Weight, SLO: int64(tag.SLO / time.Second),
 		Entity: tag.Entity, Class: string(tag.Class), Grace: int64(tag.Grace / time.Second), Preempt: string(tag.Preempt),
-		Mixed: string(tag.Mixed),
+		Mixed: string(tag.Mixed), Restart: int64(tag.Restart / time.Second),
 	}}
 }
 
@@ -140,7 +141,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 		switch {
 		case f[0] == "err" && len(f) == 3:
 			out[i] = result{Err: unhex(t, f[1]), NoTag: f[2] == "1"}
-		case f[0] == "ok" && len(f) == 11:
+		case f[0] == "ok" && len(f) == 12:
 			num := func(s string) int64 {
 				n, err := strconv.ParseInt(s, 10, 64)
 				if err != nil {
@@ -154,7 +155,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 			}
 			out[i] = result{OK: true, Canonical: unhex(t, f[1]), Tag: wantTag{
 				Model: unhex(t, f[2]), Steps: num(f[3]), Weight: w, SLO: num(f[5]),
-				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9], Mixed: f[10],
+				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9], Mixed: f[10], Restart: num(f[11]),
 			}}
 		default:
 			t.Fatalf("harness: unexpected line %q", line)
@@ -227,7 +228,7 @@ var (
 	commentPrefixes = []string{"", "gavel:", "GAVEL: ", "run 3 gavel: ", "nogavel: ", "(gavel:", "x;gavel:", "gavel:gavel: "}
 	commentSuffixes = []string{"", ";", "; notes", "; gavel: steps=1", ";nogavel:", " ;x"}
 	separators      = []string{" ", ",", ", ", "\t", "  ", "\n"}
-	keys            = []string{"model", "steps", "weight", "slo", "entity", "class", "grace", "preempt", "mixed",
+	keys            = []string{"model", "steps", "weight", "slo", "entity", "class", "grace", "preempt", "mixed", "restart",
 		"STEPS", "MIXED", "Slo", "weİght", "foo", "", "mo.del", "ÉTAPES", "gRACE"}
 	// Pieces of values: numbers, units, words the parser knows, and the
 	// characters that trip parsers up.
@@ -247,6 +248,7 @@ var (
 		"class":   {"te", "be", "Trial-And-Error", "best-effort", "TRİAL-AND-ERROR"},
 		"preempt": {"checkpoint", "requeue", "never", "NEVER", "chec\u212apoint"},
 		"mixed":   {"ok", "no", "OK", "o\u212a"},
+		"restart": {"0", "30s", "3m", "1:30", " 2m ", "0.4999999995"},
 	}
 )
 

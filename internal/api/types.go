@@ -137,6 +137,13 @@ type JobStatus struct {
 	StepsRemaining int64 `json:"steps_remaining,omitempty"`
 	// StepsTotal is the steps its tag announced; absent when none.
 	StepsTotal int64 `json:"steps_total,omitempty"`
+	// RestartCostS is what a restart is taken to cost the job, in
+	// seconds, and RestartSource where that comes from: "measured" (from
+	// its last requeue to its first progress after it), "tag" (its
+	// restart=) or "default" (scheduler.default_restart_cost); both
+	// absent for a job out of the rounds.
+	RestartCostS  float64 `json:"restart_cost_s,omitempty"`
+	RestartSource string  `json:"restart_source,omitempty"`
 }
 
 // Throughput is one job's step rate on one GPU type and where it comes

@@ -122,9 +122,14 @@ type Scheduler struct {
 	// allocation follows every event and this is the shortest time
 	// between two resets of the time each job received.
 	MinResetInterval time.Duration
-	// Mechanism is the round mechanism: "improved" (the default) or
-	// "gavel" (the paper's).
+	// Mechanism is the round mechanism: "restart" (the default: improved,
+	// weighing each preemption against the job's restart cost),
+	// "improved" or "gavel" (the paper's).
 	Mechanism string
+	// DefaultRestartCost is what a restart is taken to cost a job until
+	// the daemon measures it, unless its tag states restart=: the restart
+	// mechanism holds a job for a multiple of it.
+	DefaultRestartCost time.Duration
 	// DefaultGrace is how long a running job has between the preemption
 	// signal and its requeue, unless its tag asks for another value.
 	DefaultGrace time.Duration
@@ -226,9 +231,16 @@ func Default() Config {
 			Policy:           "max_min_fairness_perf",
 			Round:            6 * time.Minute,
 			MinResetInterval: 0,
-			Mechanism:        string(rounds.VariantImproved),
-			DefaultGrace:     60 * time.Second,
-			GraceSignal:      "USR1",
+			// Weighing each preemption against the job's restart cost
+			// loses nothing when restarts are cheap and keeps JCTs near
+			// the free-restart ones when they are not (docs/evaluation.md,
+			// "Restarts that cost").
+			Mechanism:    string(rounds.VariantRestart),
+			DefaultGrace: 60 * time.Second,
+			// A small model's checkpoint, requeue and reload; measured
+			// costs replace it once a job has restarted.
+			DefaultRestartCost: 60 * time.Second,
+			GraceSignal:        "USR1",
 			// Never stopping a running job is the only mode that is safe
 			// for jobs that cannot checkpoint; sites opt in to more.
 			DefaultPreempt: bridge.PreemptNever,
@@ -285,6 +297,7 @@ type file struct {
 		MinResetInterval *duration.Flag `toml:"min_reset_interval"`
 		Mechanism        *string        `toml:"mechanism"`
 		DefaultGrace     *duration.Flag `toml:"default_grace"`
+		DefaultRestart   *duration.Flag `toml:"default_restart_cost"`
 		GraceSignal      *string        `toml:"grace_signal"`
 		DefaultPreempt   *string        `toml:"default_preempt"`
 		MinRunTime       *duration.Flag `toml:"min_run_time"`
@@ -332,6 +345,7 @@ type file struct {
 type limitsFile struct {
 	MaxWeight      *float64       `toml:"max_weight"`
 	MaxGrace       *duration.Flag `toml:"max_grace"`
+	MaxRestart     *duration.Flag `toml:"max_restart"`
 	AllowedClasses *[]string      `toml:"allowed_classes"`
 	AllowedPreempt *[]string      `toml:"allowed_preempt"`
 }
@@ -456,6 +470,7 @@ func Parse(data []byte) (*Config, error) {
 	setDuration(&c.Scheduler.MinResetInterval, f.Scheduler.MinResetInterval)
 	setString(&c.Scheduler.Mechanism, f.Scheduler.Mechanism)
 	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
+	setDuration(&c.Scheduler.DefaultRestartCost, f.Scheduler.DefaultRestart)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setDuration(&c.Scheduler.RefillPoll, f.Scheduler.RefillPoll)
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
@@ -571,6 +586,12 @@ func (l limitsFile) limits(base siterules.Limits, prefix string) (siterules.Limi
 			errs = append(errs, fmt.Errorf("%smax_grace: must be longer than 0 (a tag's grace=0 already means the default)", prefix))
 		}
 		base.MaxGrace = l.MaxGrace.Duration()
+	}
+	if l.MaxRestart != nil {
+		if l.MaxRestart.Duration() == 0 {
+			errs = append(errs, fmt.Errorf("%smax_restart: must be longer than 0 (a tag's restart=0 already means the default)", prefix))
+		}
+		base.MaxRestart = l.MaxRestart.Duration()
 	}
 	if l.AllowedClasses != nil {
 		base.AllowedClasses = []bridge.Class{}
@@ -774,7 +795,10 @@ func (c *Config) Validate() error {
 		bad("scheduler.min_reset_interval", "%s is negative", c.Scheduler.MinResetInterval)
 	}
 	if _, err := rounds.ParseVariant(c.Scheduler.Mechanism); err != nil {
-		bad("scheduler.mechanism", "%q is neither \"improved\" nor \"gavel\"", c.Scheduler.Mechanism)
+		bad("scheduler.mechanism", "%q is not one of \"improved\", \"restart\", \"gavel\"", c.Scheduler.Mechanism)
+	}
+	if c.Scheduler.DefaultRestartCost < 0 {
+		bad("scheduler.default_restart_cost", "%s is negative", c.Scheduler.DefaultRestartCost)
 	}
 	if c.Scheduler.DefaultGrace < 0 {
 		bad("scheduler.default_grace", "%s is negative", c.Scheduler.DefaultGrace)

@@ -46,12 +46,13 @@ read_timeout = 90
 round = "360"
 min_reset_interval = 0.5
 default_grace = "01:30"
+default_restart_cost = "3m"
 min_run_time = "1-00"
 `,
 			check: func(t *testing.T, c *Config) {
 				got := []time.Duration{c.Slurm.ReadTimeout, c.Scheduler.Round, c.Scheduler.MinResetInterval,
-					c.Scheduler.DefaultGrace, c.Scheduler.MinRunTime}
-				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 24 * time.Hour}
+					c.Scheduler.DefaultGrace, c.Scheduler.DefaultRestartCost, c.Scheduler.MinRunTime}
+				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 3 * time.Minute, 24 * time.Hour}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("durations %v, want %v", got, want)
 				}
@@ -95,6 +96,7 @@ round = "20s"
 min_reset_interval = "1m30s"
 mechanism = "gavel"
 default_grace = "5s"
+default_restart_cost = "2m"
 grace_signal = "USR2"
 default_preempt = "Checkpoint"
 min_run_time = "0-00:15"
@@ -125,7 +127,7 @@ poll = "3s"
 						Partitions: []string{"gpu", "gpu-long"}, Scontrol: "/opt/slurm/bin/scontrol", ReadTimeout: 2 * time.Minute},
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second, Mechanism: "gavel",
-						DefaultGrace: 5 * time.Second, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
+						DefaultGrace: 5 * time.Second, DefaultRestartCost: 2 * time.Minute, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
 						MinRunTime: 15 * time.Minute, RefillPoll: 45 * time.Second, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
 						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token",
@@ -163,6 +165,7 @@ allowed_classes = ["te", "best-effort"]
 allowed_preempt = ["checkpoint", "Requeue"]
 [limits.partition.gpu-long]
 max_grace = "30m"
+max_restart = "20m"
 allowed_preempt = []
 [limits.partition.gpu]
 max_weight = 2.5
@@ -188,7 +191,7 @@ high = 4
 			AllowedClasses: []bridge.Class{bridge.ClassTrialAndError, bridge.ClassBestEffort},
 			AllowedPreempt: []bridge.PreemptMode{bridge.PreemptCheckpoint, bridge.PreemptRequeue}},
 		Partitions: map[string]siterules.Limits{
-			"gpu-long": {MaxGrace: 30 * time.Minute, AllowedPreempt: []bridge.PreemptMode{}},
+			"gpu-long": {MaxGrace: 30 * time.Minute, MaxRestart: 20 * time.Minute, AllowedPreempt: []bridge.PreemptMode{}},
 			"gpu":      {MaxWeight: 2.5},
 		},
 		EntitiesFrom:    siterules.EntitiesFromUser,
@@ -262,6 +265,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"max weight zero":          {"[limits]\nmax_weight = 0", "limits.max_weight"},
 		"max weight NaN":           {"[limits]\nmax_weight = nan", "limits.max_weight"},
 		"max grace zero":           {"[limits]\nmax_grace = \"0s\"", "limits.max_grace"},
+		"max restart zero":         {"[limits]\nmax_restart = \"0s\"", "limits.max_restart"},
+		"negative restart cost":    {"[scheduler]\ndefault_restart_cost = \"-5s\"", "scheduler.default_restart_cost"},
 		"max grace bad":            {"[limits]\nmax_grace = \"long\"", "limits.max_grace"},
 		"unknown class":            {"[limits]\nallowed_classes = [\"urgent\"]", "limits.allowed_classes"},
 		"unknown preempt mode":     {"[limits]\nallowed_preempt = [\"kill\"]", "limits.allowed_preempt"},
@@ -528,7 +533,7 @@ func TestShippedExampleParses(t *testing.T) {
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval", "mechanism",
 		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level", "standby",
-		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "allowed_classes", "allowed_preempt",
+		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "max_restart", "default_restart_cost", "allowed_classes", "allowed_preempt",
 		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
 		"[weights.qos]", "allow_tag_weight", "collector_token_dir", "collector_queue_bytes", "collector_node_bytes",
 		"collector_tls_cert", "collector_tls_key"} {

@@ -23,7 +23,15 @@ type Measured struct {
 	est     *estimate.Estimator
 	table   sched.TableEstimator
 	version atomic.Uint64
+	// firsts is, by job, its current run's first reported progress
+	// (sched.FirstProgress): the step measures restart costs with it.
+	firstMu sync.Mutex
+	firsts  map[string]firstProgress
 }
+
+// firstProgress is the earliest progress a job reported in the run Slurm
+// started at start: the end of its first interval with a rate.
+type firstProgress struct{ start, at time.Time }
 
 // NewMeasured returns a measured estimator over the reference table.
 func NewMeasured(table *throughputs.Table) (*Measured, error) {
@@ -65,6 +73,38 @@ func (m *Measured) StepsDone(jobID string) (int64, bool) {
 	return done, ok
 }
 
+// FirstProgress implements sched.FirstProgress: the end of the first
+// interval with progress the job reported in the run that started at
+// start. The collectors report a rate from a run's second interval with
+// progress on (the first one's rate holds the start-up), so this is late
+// by up to one collector interval.
+func (m *Measured) FirstProgress(jobID string, start time.Time) (time.Time, bool) {
+	m.firstMu.Lock()
+	defer m.firstMu.Unlock()
+	f, ok := m.firsts[jobID]
+	if !ok || !f.start.Equal(start) {
+		return time.Time{}, false
+	}
+	return f.at, true
+}
+
+// noteProgress keeps the earliest progress of a job's run started at
+// start; a new start begins a new run.
+func (m *Measured) noteProgress(jobID string, start, at time.Time) {
+	if start.IsZero() || at.Before(start) {
+		return
+	}
+	m.firstMu.Lock()
+	defer m.firstMu.Unlock()
+	if f, ok := m.firsts[jobID]; ok && f.start.Equal(start) && !at.Before(f.at) {
+		return
+	}
+	if m.firsts == nil {
+		m.firsts = map[string]firstProgress{}
+	}
+	m.firsts[jobID] = firstProgress{start: start, at: at}
+}
+
 // Version implements sched.Versioned.
 func (m *Measured) Version() uint64 { return m.version.Load() }
 
@@ -78,7 +118,12 @@ func (m *Measured) Observe(ms estimate.Measurement) error {
 }
 
 // Forget drops a job that left.
-func (m *Measured) Forget(id string) { m.est.Forget(id) }
+func (m *Measured) Forget(id string) {
+	m.est.Forget(id)
+	m.firstMu.Lock()
+	delete(m.firsts, id)
+	m.firstMu.Unlock()
+}
 
 // ReportLimits bound what the collector endpoint holds between rounds.
 // Zero fields take the defaults.
@@ -379,6 +424,7 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 			dropped++
 			continue
 		}
+		d.Measured.noteProgress(iv.job, j.StartTime, at)
 		taken++
 	}
 	return taken, dropped

@@ -86,6 +86,7 @@ func jobStatus(jv sched.JobView) api.JobStatus {
 			done := jv.StepsDone
 			js.StepsDone = &done
 		}
+		js.RestartCostS, js.RestartSource = jv.RestartCost.Seconds(), jv.RestartSource
 	}
 	if len(jv.Throughputs) > 0 {
 		js.Throughputs = make(map[string]api.Throughput, len(jv.Throughputs))

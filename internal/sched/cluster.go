@@ -159,7 +159,8 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 				continue
 			}
 		}
-		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now)}
+		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now),
+			Since: seconds(runSince(js, j))}
 		per := perNode(j)
 		fits := true
 		for _, n := range j.RunningNodes {

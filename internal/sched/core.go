@@ -50,6 +50,9 @@ type Settings struct {
 	// DefaultGrace is the time between the preemption signal and the
 	// requeue unless a job's tag sets its own.
 	DefaultGrace time.Duration
+	// DefaultRestart is what a restart costs a job that has not been
+	// measured and whose tag states none (restartcost.go).
+	DefaultRestart time.Duration
 	// GraceSignal is the signal name sent when a grace period starts.
 	GraceSignal string
 	// DefaultPreempt is how jobs whose tag names no preempt= mode take
@@ -115,6 +118,10 @@ type jobState struct {
 	entity string
 	grace  time.Duration
 	notes  []string
+	// restartTag is the tag's restart cost as the site lets it stand,
+	// restartMax the site's limit on any cost of the job; restartMeasured
+	// is the cost measured at its last restart (restartcost.go).
+	restartTag, restartMax, restartMeasured time.Duration
 	// noRequeue is set when Slurm may not requeue the job: it is never
 	// preempted, whatever its mode.
 	noRequeue bool
@@ -441,6 +448,8 @@ func (w *Core) step(in Input, p *Proposal) {
 	w.refreshRates(snap, now)
 	w.loadRestored()
 	w.account(snap, now)
+	w.measureRestarts(snap)
+	w.passProgress()
 
 	// 4. Allocation: the policy's, recomputed when due.
 	if w.fallback != "" && !now.Before(w.retryAt) {

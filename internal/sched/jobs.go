@@ -21,7 +21,8 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 			continue // slots are never saved (records): not one of the daemon's
 		}
 		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
-			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt)}
+			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt),
+			restartMeasured: time.Duration(r.RestartCostS * float64(time.Second))}
 		js.heldByDaemon = r.HeldByDaemon
 		if !r.GraceStart.IsZero() {
 			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget,
@@ -181,13 +182,15 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	js.tag, js.scale, js.facts = j.Tag, j.GPUs, facts
 	eff := c.set.Rules.Apply(facts)
 	js.mode, js.weight, js.entity, js.grace, js.notes = eff.Preempt, eff.Weight, eff.Entity, eff.Grace, eff.Notes
+	js.restartTag, js.restartMax = eff.Restart, eff.MaxRestart
 	if j.Tag.MixedOK() && !c.mixAllowed(js) {
 		js.notes = append(js.notes, mixRefusedNote)
 	}
 	js.noRequeue = false
 	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
-	if err := c.mech.AddJob(rounds.Job{ID: js.id, ScaleFactor: js.scale, Throughputs: js.throughputs}, seconds(now)); err != nil {
+	if err := c.mech.AddJob(rounds.Job{ID: js.id, ScaleFactor: js.scale, Throughputs: js.throughputs,
+		RestartCost: c.restartCost(js).Seconds()}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on
 		// a job the mechanism does not know.
 		js.reason = "not scheduled: " + err.Error()

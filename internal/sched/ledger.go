@@ -85,6 +85,10 @@ type ledger struct {
 	// marked is set once the daemon gave the job its run priority: a
 	// different mark on it later is another daemon's (otherWriter).
 	marked bool
+	// restartPending is the requeue the daemon sent whose restart cost is
+	// being measured (restartcost.go); never changed in place, so that a
+	// fork may share it.
+	restartPending *pendingRestart
 }
 
 // ended reports whether Slurm shows the job finished in a way a grace
@@ -140,11 +144,7 @@ func (c *Core) pinOf(js *jobState, j bridge.Job, now time.Time) rounds.Pin {
 	if c.modeOf(js) == bridge.PreemptNever {
 		return rounds.PinNotPreemptible
 	}
-	since := js.firstSeen
-	if j.StartTime.After(since) {
-		since = j.StartTime
-	}
-	if now.Sub(since) < c.set.MinRunTime {
+	if now.Sub(runSince(js, j)) < c.set.MinRunTime {
 		return rounds.PinMinRunTime
 	}
 	return rounds.NotPinned
@@ -246,6 +246,7 @@ func (c *Core) targetOf(js *jobState) string {
 // a later round.
 func (c *Core) requeue(js *jobState, j bridge.Job, now time.Time) []Action {
 	target := c.targetOf(js)
+	js.noteRequeue(j, target != "", now)
 	js.pre.phase, js.pre.sentRound = requeued, c.round
 	js.recheckAt, js.recheckRestarts = now.Add(requeueRecheck), j.Restarts
 	out := []Action{{Action: bridge.Action{Kind: bridge.ActRequeueHold, Job: j.ID}, Why: "grace period over", Restarts: j.Restarts}}

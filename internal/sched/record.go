@@ -34,6 +34,9 @@ type Record struct {
 	GraceForTE string `json:"grace_for_te,omitempty"`
 	// Preempt is the job's preemption mode from its tag, if any.
 	Preempt string `json:"preempt,omitempty"`
+	// RestartCostS is the job's restart cost in seconds as last measured
+	// (restartcost.go); 0 when it has not been.
+	RestartCostS float64 `json:"restart_cost_s,omitempty"`
 	// HeldByDaemon is set while the job's hold is the daemon's; other
 	// holds are the user's or an admin's and are left alone.
 	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
@@ -134,7 +137,7 @@ func (c *Core) records(now time.Time) []Record {
 		}
 		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
-			Preempt: string(js.mode)}
+			Preempt: string(js.mode), RestartCostS: js.restartMeasured.Seconds()}
 		if js.pre.phase != notPreempted {
 			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts

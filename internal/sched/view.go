@@ -54,6 +54,11 @@ type JobView struct {
 	// none); StepsRemaining what the policies take it to have left (0
 	// when unknown); StepsTotal the steps its tag announced (0: none).
 	StepsDone, StepsRemaining, StepsTotal int64
+	// RestartCost is what a restart is taken to cost the job, and
+	// RestartSource where the figure comes from: "measured" (its last
+	// restart), "tag" (restart=) or "default" (the site's).
+	RestartCost   time.Duration
+	RestartSource string
 }
 
 // TypeView is one GPU type's line in status.
@@ -154,6 +159,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			if done, ok := c.stepsDone(s.id); ok {
 				jv.StepsDone = done
 			}
+			jv.RestartCost, jv.RestartSource = c.restartCost(s), restartSource(s)
 			c.summarize(summary, j, s, jv.Allocation)
 		case s.arrayHead:
 			// A job array's tasks not started: each one a job to the

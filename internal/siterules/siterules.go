@@ -31,6 +31,12 @@ import (
 const (
 	DefaultMaxWeight = 10
 	DefaultMaxGrace  = 10 * time.Minute
+	// DefaultMaxRestart caps a job's restart cost, stated or measured: the
+	// restart-aware mechanism holds a job's GPUs for a multiple of it, so
+	// a job that claims (or sleeps its way to) a long restart would keep
+	// its GPUs from the jobs behind it. Ten minutes covers loading the
+	// largest models the reference table knows.
+	DefaultMaxRestart = 10 * time.Minute
 )
 
 // Bounds of any weight a site sets, and of every job's effective weight:
@@ -50,6 +56,9 @@ type Limits struct {
 	MaxWeight float64
 	// MaxGrace caps the tag's grace=.
 	MaxGrace time.Duration
+	// MaxRestart caps a job's restart cost: the tag's restart= and the
+	// cost the daemon measures.
+	MaxRestart time.Duration
 	// AllowedClasses are the class= values a tag may set.
 	AllowedClasses []bridge.Class
 	// AllowedPreempt are the preempt= modes a tag may set.
@@ -130,6 +139,12 @@ type Effective struct {
 	Weight float64
 	// Grace is the preemption grace period; 0 means the site's default.
 	Grace time.Duration
+	// Restart is the tag's restart cost within MaxRestart; 0 means the
+	// site's default.
+	Restart time.Duration
+	// MaxRestart is the most a restart cost, stated or measured, may be
+	// taken to be for this job.
+	MaxRestart time.Duration
 	// Class is the job's class; ClassUnset means the site's default.
 	Class bridge.Class
 	// Entity is the group the job counts against.
@@ -157,6 +172,9 @@ func (r Rules) Apply(j JobFacts) Effective {
 	}
 	e.Grace, note = grace(j.Tag.Grace, lim.maxGrace)
 	e.Notes = appendNote(e.Notes, note)
+	e.MaxRestart = lim.maxRestart.value
+	e.Restart, note = restart(j.Tag.Restart, lim.maxRestart)
+	e.Notes = appendNote(e.Notes, note)
 	e.Class, note = class(j.Tag.Class, lim.classes)
 	e.Notes = appendNote(e.Notes, note)
 	e.Entity, note = r.entity(j)
@@ -180,20 +198,22 @@ type bound[T any] struct {
 }
 
 type resolved struct {
-	maxWeight bound[float64]
-	maxGrace  bound[time.Duration]
-	classes   bound[[]bridge.Class]
-	preempt   bound[[]bridge.PreemptMode]
+	maxWeight  bound[float64]
+	maxGrace   bound[time.Duration]
+	maxRestart bound[time.Duration]
+	classes    bound[[]bridge.Class]
+	preempt    bound[[]bridge.PreemptMode]
 }
 
 // limitsFor resolves every limit for a partition: its own entry, then the
 // site-wide Limits, then the built-in default.
 func (r Rules) limitsFor(partition string) resolved {
 	out := resolved{
-		maxWeight: bound[float64]{DefaultMaxWeight, "default max_weight"},
-		maxGrace:  bound[time.Duration]{DefaultMaxGrace, "default max_grace"},
-		classes:   bound[[]bridge.Class]{nil, "allowed_classes"},
-		preempt:   bound[[]bridge.PreemptMode]{nil, "allowed_preempt"},
+		maxWeight:  bound[float64]{DefaultMaxWeight, "default max_weight"},
+		maxGrace:   bound[time.Duration]{DefaultMaxGrace, "default max_grace"},
+		maxRestart: bound[time.Duration]{DefaultMaxRestart, "default max_restart"},
+		classes:    bound[[]bridge.Class]{nil, "allowed_classes"},
+		preempt:    bound[[]bridge.PreemptMode]{nil, "allowed_preempt"},
 	}
 	levels := []struct {
 		lim   Limits
@@ -211,6 +231,9 @@ func (r Rules) limitsFor(partition string) resolved {
 		}
 		if l.lim.MaxGrace != 0 {
 			out.maxGrace = bound[time.Duration]{l.lim.MaxGrace, l.where + " max_grace"}
+		}
+		if l.lim.MaxRestart != 0 {
+			out.maxRestart = bound[time.Duration]{l.lim.MaxRestart, l.where + " max_restart"}
 		}
 		if l.lim.AllowedClasses != nil {
 			out.classes = bound[[]bridge.Class]{l.lim.AllowedClasses, l.where + " allowed_classes"}
@@ -272,6 +295,13 @@ func grace(tagGrace time.Duration, limit bound[time.Duration]) (time.Duration, s
 		return limit.value, fmt.Sprintf("grace=%s clamped to %s (%s)", formatDuration(tagGrace), formatDuration(limit.value), limit.from)
 	}
 	return tagGrace, ""
+}
+
+func restart(tagRestart time.Duration, limit bound[time.Duration]) (time.Duration, string) {
+	if tagRestart > limit.value {
+		return limit.value, fmt.Sprintf("restart=%s clamped to %s (%s)", formatDuration(tagRestart), formatDuration(limit.value), limit.from)
+	}
+	return tagRestart, ""
 }
 
 func class(c bridge.Class, allowed bound[[]bridge.Class]) (bridge.Class, string) {
@@ -376,6 +406,9 @@ func (r Rules) Validate() error {
 		}
 		if l.MaxGrace < 0 || l.MaxGrace > duration.Max {
 			bad(prefix+"max_grace", "%s is not between 0s and %s", l.MaxGrace, duration.Max)
+		}
+		if l.MaxRestart < 0 || l.MaxRestart > duration.Max {
+			bad(prefix+"max_restart", "%s is not between 0s and %s", l.MaxRestart, duration.Max)
 		}
 		for _, c := range l.AllowedClasses {
 			if _, err := bridge.ParseClass(string(c)); err != nil || c == bridge.ClassUnset {

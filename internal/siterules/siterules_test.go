@@ -102,6 +102,34 @@ func TestApplyGrace(t *testing.T) {
 	}
 }
 
+func TestApplyRestart(t *testing.T) {
+	tests := map[string]struct {
+		rules     Rules
+		restart   time.Duration
+		want      time.Duration
+		wantMax   time.Duration
+		wantNotes []string
+	}{
+		"unset stays the site default": {Default(), 0, 0, DefaultMaxRestart, nil},
+		"within the limit":             {Default(), 3 * time.Minute, 3 * time.Minute, DefaultMaxRestart, nil},
+		"clamped by the default limit": {Default(), time.Hour, DefaultMaxRestart, DefaultMaxRestart,
+			[]string{"restart=1h clamped to 10m (default max_restart)"}},
+		"clamped by the site limit": {Rules{Limits: Limits{MaxRestart: 2 * time.Minute}}, 5 * time.Minute,
+			2 * time.Minute, 2 * time.Minute, []string{"restart=5m clamped to 2m (site max_restart)"}},
+		"partition may allow more than the site": {
+			Rules{Limits: Limits{MaxRestart: time.Minute}, Partitions: map[string]Limits{"gpu": {MaxRestart: 20 * time.Minute}}},
+			15 * time.Minute, 15 * time.Minute, 20 * time.Minute, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := tc.rules.Apply(facts(bridge.Tag{Restart: tc.restart}))
+			if got.Restart != tc.want || got.MaxRestart != tc.wantMax || !reflect.DeepEqual(got.Notes, tc.wantNotes) {
+				t.Errorf("restart %s max %s notes %q, want %s %s %q", got.Restart, got.MaxRestart, got.Notes, tc.want, tc.wantMax, tc.wantNotes)
+			}
+		})
+	}
+}
+
 func TestApplyClassAndPreempt(t *testing.T) {
 	onlyBE := Rules{Partitions: map[string]Limits{"gpu": {
 		AllowedClasses: []bridge.Class{bridge.ClassBestEffort},
@@ -197,7 +225,7 @@ func TestApplyEverything(t *testing.T) {
 	r.Partitions = map[string]Limits{"gpu": {MaxWeight: 4, AllowedPreempt: []bridge.PreemptMode{bridge.PreemptCheckpoint}}}
 	got := r.Apply(facts(bridge.Tag{Model: "a3c", Weight: 1e6, Grace: 2 * time.Hour, Entity: "labB",
 		Class: bridge.ClassTrialAndError, Preempt: bridge.PreemptNever}))
-	want := Effective{Weight: 4, Grace: 10 * time.Minute, Class: bridge.ClassTrialAndError, Entity: "labA",
+	want := Effective{Weight: 4, Grace: 10 * time.Minute, MaxRestart: DefaultMaxRestart, Class: bridge.ClassTrialAndError, Entity: "labA",
 		Preempt: bridge.PreemptUnset, Notes: []string{
 			"weight=1000000 clamped to 4 (partition gpu max_weight)",
 			"grace=2h clamped to 10m (site max_grace)",
@@ -224,6 +252,7 @@ func TestValidate(t *testing.T) {
 		"max weight negative":  {Rules{Limits: Limits{MaxWeight: -1}}, "limits.max_weight"},
 		"max weight NaN":       {Rules{Limits: Limits{MaxWeight: math.NaN()}}, "limits.max_weight"},
 		"negative grace":       {Rules{Limits: Limits{MaxGrace: -time.Second}}, "limits.max_grace"},
+		"negative restart":     {Rules{Limits: Limits{MaxRestart: -time.Second}}, "limits.max_restart"},
 		"bad class":            {Rules{Limits: Limits{AllowedClasses: []bridge.Class{"urgent"}}}, "limits.allowed_classes"},
 		"bad preempt mode":     {Rules{Limits: Limits{AllowedPreempt: []bridge.PreemptMode{"sometimes"}}}, "limits.allowed_preempt"},
 		"bad partition limit": {Rules{Partitions: map[string]Limits{"gpu": {MaxWeight: math.Inf(1)}}},

@@ -73,6 +73,16 @@ type Config struct {
 	// RestartOverhead is the time a job makes no progress after each
 	// start that follows a preemption (loading its checkpoint).
 	RestartOverhead time.Duration
+	// RestartCosts draws each job's own restart cost, added to
+	// RestartOverhead (sim.RestartCosts). Given, even as fixed:0s, or with
+	// the restart mechanism, the jobs report their progress.
+	RestartCosts sim.RestartCosts
+	// DefaultRestart is the daemon's scheduler.default_restart_cost: what
+	// the restart mechanism takes a job's restart to cost until it has
+	// measured it. The simulated jobs report their progress as the
+	// collectors would, so the step measures each job's cost at its
+	// first restart, and counts its remaining steps down.
+	DefaultRestart time.Duration
 	// FirstMeasured and EndMeasured select the measured jobs by index, as
 	// in sim.Config; the run lasts until they finish.
 	FirstMeasured, EndMeasured int
@@ -114,8 +124,12 @@ type job struct {
 	// busyUntil the end of its restart overhead.
 	runType   string
 	busyUntil time.Time
-	// restarts counts the starts after the first.
+	// restarts counts the starts after the first; restartCost is what
+	// each costs it (Config.RestartOverhead and its draw); runStart is
+	// when its current run began.
 	restarts      int
+	restartCost   time.Duration
+	runStart      time.Time
 	everRan       bool
 	requeuedAt    time.Time
 	start, finish time.Time
@@ -190,8 +204,17 @@ func newRun(cfg Config) (*run, error) {
 	}
 	set := sched.Settings{Policy: cfg.Policy, Partitions: []string{"gpu"}, Round: cfg.Round, CostPerGPUHour: cfg.Costs,
 		MinResetInterval: cfg.MinResetInterval, DefaultGrace: cfg.Grace, GraceSignal: "USR1",
-		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, RefillPoll: cfg.RefillPoll, Seed: cfg.Seed, Mechanism: cfg.Mechanism}
-	core, err := sched.NewCore(set, sched.TableEstimator{Table: cfg.Table})
+		DefaultPreempt: cfg.Preempt, MinRunTime: cfg.MinRunTime, RefillPoll: cfg.RefillPoll, Seed: cfg.Seed, Mechanism: cfg.Mechanism,
+		DefaultRestart: cfg.DefaultRestart}
+	var est sched.Estimator = sched.TableEstimator{Table: cfg.Table}
+	if cfg.Mechanism == rounds.VariantRestart || cfg.RestartCosts.String() != "" {
+		// Per-job restart costs are measured from the jobs' progress;
+		// runs compared with them report progress whatever the mechanism
+		// (even with costs of 0, so that a free baseline gives the policy
+		// the same remaining steps).
+		est = progress{TableEstimator: sched.TableEstimator{Table: cfg.Table}, r: r}
+	}
+	core, err := sched.NewCore(set, est)
 	if err != nil {
 		return nil, err
 	}
@@ -299,8 +322,9 @@ func (r *run) submit(i int, w workload.Job) {
 	comment := fmt.Sprintf("gavel: model=%q steps=%d weight=%g", w.Model, int64(math.Ceil(w.TotalSteps)), max(w.Priority, 1))
 	id := r.slurm.Submit(bridge.Job{User: "sim", Partition: "gpu", GPUs: w.ScaleFactor, Comment: comment})
 	r.slurm.OnSignal(id, r.cfg.Script)
+	cost := r.cfg.RestartOverhead + seconds(r.cfg.RestartCosts.Draw(r.cfg.Seed, i, w.Model))
 	j := &job{index: i, spec: w, id: id, rates: rates, remaining: w.TotalSteps, saved: w.TotalSteps,
-		progressAt: r.now, perType: map[string]float64{},
+		progressAt: r.now, perType: map[string]float64{}, restartCost: cost,
 		measured: r.cfg.EndMeasured <= 0 || (i >= r.cfg.FirstMeasured && i < r.cfg.EndMeasured)}
 	r.jobs[id] = j
 	r.order = append(r.order, j)
@@ -523,12 +547,50 @@ func (r *run) started(j *job, nodes []bridge.Node, first string) {
 	}
 	j.progressAt = r.now
 	j.busyUntil = r.now
+	j.runStart = r.now
 	if j.everRan {
 		j.restarts++
-		j.busyUntil = r.now.Add(r.cfg.RestartOverhead)
+		j.busyUntil = r.now.Add(j.restartCost)
+		r.res.Restarts++
+		r.res.RestartLost += j.restartCost.Seconds()
+		r.res.RestartLostGPU += j.restartCost.Seconds() * float64(j.spec.ScaleFactor)
 	} else {
 		j.everRan, j.start = true, r.now
 	}
+}
+
+// progress is the step's estimator when the jobs report progress, as
+// the collectors' progress files do: the steps each job has done, and
+// when it first progressed in its current run (the end of its restart).
+type progress struct {
+	sched.TableEstimator
+	r *run
+}
+
+func (p progress) job(id string) *job {
+	jid, err := sched.ParseJobID(id)
+	if err != nil {
+		return nil
+	}
+	return p.r.jobs[jid]
+}
+
+// StepsDone implements sched.Progress.
+func (p progress) StepsDone(id string) (int64, bool) {
+	j := p.job(id)
+	if j == nil || !j.everRan {
+		return 0, false
+	}
+	return int64(j.spec.TotalSteps - j.remaining), true
+}
+
+// FirstProgress implements sched.FirstProgress.
+func (p progress) FirstProgress(id string, start time.Time) (time.Time, bool) {
+	j := p.job(id)
+	if j == nil || !j.runStart.Equal(start) || j.runType == "" || p.r.now.Before(j.busyUntil) {
+		return time.Time{}, false
+	}
+	return j.busyUntil, true
 }
 
 // place picks nodes of type want ("" any) for a job of gpus GPUs: one node

@@ -189,3 +189,42 @@ func TestAFailingPolicyStopsTheSimulation(t *testing.T) {
 		t.Errorf("err = %v, want the policy's failure", err)
 	}
 }
+
+// Jobs that pay 3 minutes for each restart, time-sharing one GPU: the
+// daemon's step under the restart mechanism measures each job's cost at
+// its first restart, then keeps a job on the GPU until its run has paid
+// for its restart, so the jobs restart far less often and finish sooner
+// than under the improved mechanism. Each restart's cost is counted in
+// the restart time lost.
+func TestRestartMechanismInTheStep(t *testing.T) {
+	costs, err := sim.ParseRestartCosts("fixed:3m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := sim.Jobs{wjob("one", 20000, 0), wjob("one", 20000, 0), wjob("one", 20000, 60)}
+	results := map[rounds.Variant]*sim.Result{}
+	for _, m := range []rounds.Variant{rounds.VariantImproved, rounds.VariantRestart} {
+		cfg := config(t, map[string]int{"v100": 1})
+		cfg.Mechanism, cfg.RestartCosts, cfg.DefaultRestart = m, costs, time.Minute
+		cfg.Script = fake.SignalExitsOK
+		res, err := Run(cfg, jobs.Source())
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if res.JobsMeasured != 3 {
+			t.Fatalf("%s: %d jobs finished, want 3", m, res.JobsMeasured)
+		}
+		if want := float64(res.Restarts) * 180; !near(res.RestartLost, want, 1e-6) {
+			t.Errorf("%s: %d restarts lost %v s, want %v", m, res.Restarts, res.RestartLost, want)
+		}
+		t.Logf("%s: avg JCT %.0f s, %d restarts, %d preemptions", m, res.AvgJCT, res.Restarts, res.Preemptions)
+		results[m] = res
+	}
+	improved, restart := results[rounds.VariantImproved], results[rounds.VariantRestart]
+	if restart.Restarts*2 > improved.Restarts {
+		t.Errorf("restart mechanism restarts %d times, want at most half of the improved mechanism's %d", restart.Restarts, improved.Restarts)
+	}
+	if restart.AvgJCT >= improved.AvgJCT {
+		t.Errorf("restart mechanism's average JCT %.0f s, want below the improved mechanism's %.0f s", restart.AvgJCT, improved.AvgJCT)
+	}
+}
