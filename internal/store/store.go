@@ -3,8 +3,10 @@
 // actions that were decided but not yet confirmed.
 //
 // Three buckets:
-//   - jobs: one JobRecord per managed job (time received per GPU type,
-//     steps, throughput estimates, the last decision and its reason);
+//   - jobs: one record per managed job, as the daemon hands it over (the
+//     scheduling step's sched.Record: time received per GPU type, the
+//     last decision and its reason, the preemption in progress), kept as
+//     JSON without being interpreted;
 //   - journal: the action journal, keyed by a monotonic sequence number;
 //   - meta: small named values (round counter, last allocation).
 //
