@@ -240,8 +240,22 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		}
 		d.checkRequeuePath(ctx, snap)
 	}
-	p, solve := d.step(snap, vanished, snapErr, start, &rep)
-	res := d.write(ctx, p, &rep)
+	var res Result
+	var solve time.Duration
+	if d.replay != nil {
+		// Slurm (or the journal) could not be read, so the actions left
+		// pending before the restart are not reconciled yet: a step now
+		// would build on a state that misses them. The round sends
+		// nothing and steps nothing.
+		res = Result{Round: d.Core.Round(), SkipCause: "snapshot_error",
+			Skipped: fmt.Sprintf("%v; the actions pending from before the restart wait for reconciliation", snapErr)}
+		res.View.Round, res.View.Skipped = res.Round, res.Skipped
+		rep.Round = res.Round
+	} else {
+		var p *sched.Proposal
+		p, solve = d.step(snap, vanished, snapErr, start, &rep)
+		res = d.write(ctx, p, &rep)
+	}
 	if res.Skipped != "" {
 		d.failedSnapshots++
 		d.Log.Warn().Uint64("round", res.Round).Str("cause", res.SkipCause).Str("why", res.Skipped).Msg("round sends nothing")
