@@ -63,6 +63,7 @@ user = %q
 scontrol = %q
 partitions = [%q]
 [scheduler]
+mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 policy = "max_min_fairness_perf"
 round = "4s"
 min_run_time = "8s"

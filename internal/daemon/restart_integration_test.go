@@ -230,6 +230,7 @@ token_file = %q
 user = %q
 scontrol = %q
 [scheduler]
+mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 default_grace = "1s"
 default_preempt = "checkpoint"
 min_run_time = "0s"
@@ -303,6 +304,7 @@ token_file = %q
 user = %q
 scontrol = %q
 [scheduler]
+mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 default_grace = "30s"
 min_run_time = "0s"
 `, env.URL, os.Getenv("SLURM_JWT_FILE"), env.UserName, env.ScontrolPath)), 0o600)

@@ -46,6 +46,7 @@ token_file = %q
 user = %q
 scontrol = %q
 [scheduler]
+mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 default_grace = "3s"
 min_run_time = "0s"
 [daemon]
