@@ -95,11 +95,27 @@ func New(deps Deps) (*Daemon, error) {
 	if deps.Core == nil || deps.Slurm == nil || (deps.Store == nil) == (deps.Journal == nil) || deps.Board == nil || deps.Clock == nil {
 		return nil, errors.New("daemon: core, slurm, a store or else a journal, board and clock are required")
 	}
-	if deps.Store == nil {
-		d := &Daemon{Deps: deps, journal: deps.Journal, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm)}
-		deps.Core.SetPreemptionOff(d.gate.offReason())
-		return d, nil
+	var journal Journal = deps.Journal
+	var replay *sched.Proposal
+	if deps.Store != nil {
+		var err error
+		if replay, err = restore(deps); err != nil {
+			return nil, err
+		}
+		journal = deps.Store
 	}
+	d := &Daemon{Deps: deps, journal: journal, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm), replay: replay}
+	deps.Core.SetPreemptionOff(d.gate.offReason())
+	if deps.DryRun {
+		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
+	}
+	return d, nil
+}
+
+// restore hands the core what the store kept: the job records, the
+// round counter, the rounds' state and the journal; it returns the
+// journal's pending entries as a proposal for reconciliation to commit.
+func restore(deps Deps) (*sched.Proposal, error) {
 	stored, corruptJobs, err := deps.Store.Jobs()
 	if err != nil {
 		return nil, fmt.Errorf("restore state: %w", err)
@@ -143,13 +159,7 @@ func New(deps Deps) (*Daemon, error) {
 		// it is skipped (and pruned once old), the rest replayed.
 		deps.Log.Error().Str("entry", c.String()).Msg("journal entry cannot be read; skipped")
 	}
-	replay := deps.Core.RestoreJournal(journalEntries(entries), restored)
-	d := &Daemon{Deps: deps, journal: deps.Store, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm), replay: replay}
-	deps.Core.SetPreemptionOff(d.gate.offReason())
-	if deps.DryRun {
-		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
-	}
-	return d, nil
+	return deps.Core.RestoreJournal(journalEntries(entries), restored), nil
 }
 
 // Run runs rounds until ctx is done. Between rounds it wakes when a grace
