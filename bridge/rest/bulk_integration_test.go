@@ -5,6 +5,7 @@ package rest
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -38,9 +39,12 @@ func TestIntegrationBulkActionsAndLooks(t *testing.T) {
 					}
 				}
 			}
+			// Slurm sets the requeue delay when the job's completion ends,
+			// over any begin time set before, so begin-now waits for that
+			// (as the daemon's look does).
 			for _, id := range []bridge.JobID{a, b} {
-				j := waitJob(t, c, id, "requeued and held with constraint k80", func(j bridge.Job) bool {
-					return j.State == bridge.JobPending && j.Held && j.Constraints == "k80"
+				j := waitJob(t, c, id, "requeued, completed and held with constraint k80", func(j bridge.Job) bool {
+					return j.State == bridge.JobPending && j.Held && j.Constraints == "k80" && !slices.Contains(j.StateFlags, "COMPLETING")
 				})
 				if j.Restarts < 1 {
 					t.Errorf("job %s: %d restarts after its requeue", id, j.Restarts)
