@@ -50,6 +50,8 @@ type Slurm struct {
 	hide       func(read int) []bridge.JobID
 	reads      int
 	failAction func(bridge.Action) error
+	// loseReply: see LoseReplies.
+	loseReply func(bridge.Action) (lost, landed bool)
 	// batches holds the size of every ApplyBatch call, in order.
 	batches []int
 	// adminHeld are the held jobs whose hold an administrator placed
@@ -239,6 +241,16 @@ func (s *Slurm) FailActions(hook func(bridge.Action) error) {
 	s.failAction = hook
 }
 
+// LoseReplies installs a hook that may lose the answer to any action (nil
+// removes it): when it says lost, Apply returns an error marked
+// bridge.ErrNoReply, as a timeout would, and the action takes effect only
+// if it also says landed. Lost answers come after FailActions' refusals.
+func (s *Slurm) LoseReplies(hook func(bridge.Action) (lost, landed bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseReply = hook
+}
+
 // FailKind is a FailActions hook that fails every action of one kind.
 func FailKind(kind bridge.ActionKind, err error) func(bridge.Action) error {
 	return func(a bridge.Action) error {
@@ -298,6 +310,25 @@ func (s *Slurm) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 
 // Apply implements bridge.Actuator.
 func (s *Slurm) Apply(ctx context.Context, a bridge.Action) error {
+	s.mu.Lock()
+	hook := s.loseReply
+	s.mu.Unlock()
+	if hook == nil {
+		return s.apply(ctx, a)
+	}
+	lost, landed := hook(a)
+	if !lost {
+		return s.apply(ctx, a)
+	}
+	if landed {
+		if err := s.apply(ctx, a); err != nil {
+			return err // refused: its answer is the refusal
+		}
+	}
+	return bridge.NoReply(fmt.Errorf("%s: %w", a, context.DeadlineExceeded))
+}
+
+func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", a, err)
 	}

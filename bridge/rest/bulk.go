@@ -240,7 +240,7 @@ func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, whic
 					// answer "job is pending" for those, not requeue twice,
 					// but their outcome is unknown; report the call's error.
 					for _, i := range chunk {
-						errs[i] = fmt.Errorf("%s: %s %s: %w: %s", actions[i], c.cfg.Scontrol, argv[0], err, strings.TrimSpace(string(out)))
+						errs[i] = bridge.NoReply(fmt.Errorf("%s: %s %s: %w: %s", actions[i], c.cfg.Scontrol, argv[0], err, strings.TrimSpace(string(out))))
 					}
 					return
 				}
@@ -295,7 +295,7 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 		case err != nil:
 			c.forget(err)
 			for _, i := range chunk {
-				errs[i] = fmt.Errorf("%s: slurmrestd signal of %d jobs: %w", actions[i], len(chunk), err)
+				errs[i] = fmt.Errorf("%s: slurmrestd signal of %d jobs: %w", actions[i], len(chunk), unanswered(err))
 			}
 			continue
 		}
@@ -356,7 +356,7 @@ func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which
 			continue
 		case err != nil:
 			for _, i := range chunk {
-				errs[i] = fmt.Errorf("%s: slurmrestd %s of %d jobs: %w", actions[i], verb, len(chunk), err)
+				errs[i] = fmt.Errorf("%s: slurmrestd %s of %d jobs: %w", actions[i], verb, len(chunk), unanswered(err))
 			}
 			continue
 		}

@@ -463,7 +463,7 @@ func (c *Client) Apply(ctx context.Context, act bridge.Action) error {
 		return err
 	}
 	if err := c.apply(ctx, act); err != nil {
-		return fmt.Errorf("%s: %w", act, err)
+		return fmt.Errorf("%s: %w", act, unanswered(err))
 	}
 	return nil
 }

@@ -1,9 +1,16 @@
 package rest
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
 // slurmError is one entry of a reply's errors[].
@@ -78,4 +85,46 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// unanswered marks err as bridge.ErrNoReply when it says that a request
+// may have reached slurmctld without its answer coming back, so that the
+// daemon checks the job in Slurm rather than taking the action for
+// refused.
+func unanswered(err error) error {
+	if err != nil && sentWithoutReply(err) {
+		return bridge.NoReply(err)
+	}
+	return err
+}
+
+// sentWithoutReply reports whether err leaves an action's outcome
+// unknown: a deadline or cancellation while the call was out, a
+// connection that broke after the request was written, or scontrol's own
+// timeout waiting for slurmctld. A reply that reports a failure, a
+// connection that was never made and a command that could not start are
+// definite: Slurm did not carry the action out.
+func sentWithoutReply(err error) bool {
+	var re *ReplyError
+	if errors.As(err, &re) || commandMissing(err) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		// A connection never made carried nothing; one that broke while
+		// writing or reading may have carried the request.
+		return op.Op != "dial"
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	// scontrol prints "Socket timed out on send/recv operation" when
+	// slurmctld took the request and did not answer in time.
+	return strings.Contains(err.Error(), "timed out")
 }

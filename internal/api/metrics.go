@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gavel_slurm_preemptions_total", Help: "Running jobs preempted (grace signal sent)."}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gavel_slurm_actions_total", Help: "Slurm actions by kind and result (sent, failed, dry_run)."}, []string{"kind", "result"}),
+			Name: "gavel_slurm_actions_total", Help: "Slurm actions by kind and result (sent, failed, unanswered: sent without an answer and checked against Slurm at the next read, dry_run)."}, []string{"kind", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gavel_slurm_collector_reports_total", Help: "Node collector reports by result: accepted, or the kind of rejection (unauthorized, malformed, too_large, stale, invalid, ...)."}, []string{"result"}),
 		active: prometheus.NewGauge(prometheus.GaugeOpts{

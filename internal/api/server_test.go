@@ -159,7 +159,7 @@ func TestMetricsCounters(t *testing.T) {
 	m.CountAction("requeue", "failed")
 	m.CountPreemption()
 	want := `
-# HELP gavel_slurm_actions_total Slurm actions by kind and result (sent, failed, dry_run).
+# HELP gavel_slurm_actions_total Slurm actions by kind and result (sent, failed, unanswered: sent without an answer and checked against Slurm at the next read, dry_run).
 # TYPE gavel_slurm_actions_total counter
 gavel_slurm_actions_total{kind="hold",result="sent"} 2
 gavel_slurm_actions_total{kind="requeue",result="failed"} 1

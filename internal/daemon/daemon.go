@@ -76,10 +76,17 @@ type Daemon struct {
 	gate *requeueGate
 	// lastSkipped is why the last round sent nothing, for /healthz.
 	lastSkipped string
-	// replay is what the journal's pending entries would have done at
-	// start, committed once reconciliation tells what became of each;
-	// until then the daemon does not look between rounds.
-	replay *sched.Proposal
+	// replay is what the journal's pending entries would do if they
+	// landed: those left at start, or actions sent without an answer
+	// (sched.Lost). It is committed once reconciliation tells what became
+	// of each; until then no round steps. Looks between rounds wait for
+	// the first round after a start; after unanswered actions they
+	// reconcile themselves (replayUnanswered).
+	replay           *sched.Proposal
+	replayUnanswered bool
+	// unanswered are the journal entries of this send's actions that got
+	// no answer, for the proposal that takes them for landed.
+	unanswered []sched.JournalEntry
 }
 
 // journalRetention is how long finished journal entries are kept for
@@ -258,7 +265,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		// would build on a state that misses them. The round sends
 		// nothing and steps nothing.
 		res = Result{Round: d.Core.Round(), SkipCause: "snapshot_error",
-			Skipped: fmt.Sprintf("%v; the actions pending from before the restart wait for reconciliation", snapErr)}
+			Skipped: fmt.Sprintf("%v; %s wait for reconciliation", snapErr, d.replayWhat())}
 		res.View.Round, res.View.Skipped = res.Round, res.Skipped
 		rep.Round = res.Round
 	} else {
@@ -354,7 +361,7 @@ func (d *Daemon) write(ctx context.Context, p *sched.Proposal, rep *RoundReport)
 	if outcomes == nil && len(p.Actions) > 0 {
 		p.Skipped, p.SkipCause = "journal write failed: nothing sent this round", "journal_error"
 	}
-	res := d.Core.Commit(p, outcomes)
+	res := d.commit(p, outcomes)
 	t1 := d.Clock.Now()
 	if res.Skipped == "" {
 		if !d.DryRun {
@@ -410,15 +417,29 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // snapshot; nothing is sent when the snapshot fails, or while the
 // journal's leftovers from before a restart are not reconciled yet.
 func (d *Daemon) RunGraces(ctx context.Context) {
-	if d.replay != nil {
+	if d.replay != nil && !d.replayUnanswered {
 		return
 	}
 	// A look: the bridge may answer from every job's state alone when
-	// nothing changed since its last read (bridge.AsLook).
-	snap, err := d.Slurm.Snapshot(bridge.AsLook(ctx))
+	// nothing changed since its last read (bridge.AsLook). Actions sent
+	// without an answer are first reconciled against a full read, which
+	// shows every field an action changes.
+	lookCtx := bridge.AsLook(ctx)
+	if d.replay != nil {
+		lookCtx = ctx
+	}
+	snap, err := d.Slurm.Snapshot(lookCtx)
 	if err != nil {
 		d.Log.Warn().Err(err).Msg("grace check: snapshot failed, requeue postponed")
 		return
+	}
+	if d.replay != nil {
+		settled, resent, err := d.reconcile(ctx, snap)
+		if err != nil || d.replay != nil || resent > 0 {
+			// What the resends changed shows at the next look.
+			return
+		}
+		d.Log.Info().Int("reconciled", settled).Msg("between rounds: actions sent without an answer reconciled")
 	}
 	// The requeue path is checked at rounds only: the looks between
 	// rounds come every few seconds, and a path not proven yet would cost
@@ -430,7 +451,7 @@ func (d *Daemon) RunGraces(ctx context.Context) {
 		return
 	}
 	sent, failed, outcomes := d.apply(ctx, p.Round, p.Actions)
-	d.Core.Commit(p, outcomes)
+	d.commit(p, outcomes)
 	d.Log.Info().Uint64("round", p.Round).Int("actions", sent).Int("failed", failed).Msg("between rounds: actions sent")
 	if outcomes != nil {
 		d.republish(snap)
@@ -496,7 +517,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		d.Log.Error().Err(err).Msg("journal write failed, sending nothing this round")
 		return 0, 0, nil
 	}
-	b := &batchSend{d: d, actions: actions, entries: entries, outcomes: make([]store.Outcome, len(actions))}
+	b := &batchSend{d: d, actions: actions, entries: entries, outcomes: make([]store.Outcome, len(actions)), lost: make([]bool, len(actions))}
 	for i := range actions {
 		b.outcomes[i].Seq = entries[i].Seq
 	}
@@ -516,15 +537,24 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		b.perJob(ctx, order, byJob)
 	}
 	outcomes = make([]sched.Outcome, len(actions))
+	settled := make([]store.Outcome, 0, len(actions))
 	for i, o := range b.outcomes {
-		if o.Err != "" {
+		switch {
+		case b.lost[i]:
+			// Left pending in the journal: reconciliation settles it.
+			outcomes[i] = sched.Lost
+			d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: actions[i].Job.String(),
+				Created: entries[i].Created, Pending: true, Seq: entries[i].Seq, Action: actions[i]})
+			continue
+		case o.Err != "":
 			outcomes[i] = sched.Refused
 		}
+		settled = append(settled, o)
 	}
 	for _, r := range b.requeues {
 		d.requeueSettled(r.job, r.err)
 	}
-	if err := d.journal.Settle(b.outcomes, d.Clock.Now()); err != nil {
+	if err := d.journal.Settle(settled, d.Clock.Now()); err != nil {
 		// The entries stay pending; the next round's reconciliation
 		// finds their effects in Slurm and settles them.
 		d.Log.Error().Err(err).Msg("journal update failed")
@@ -552,6 +582,8 @@ type batchSend struct {
 	actions  []Action
 	entries  []store.Entry
 	outcomes []store.Outcome
+	// lost marks the actions sent without an answer (bridge.ErrNoReply).
+	lost []bool
 
 	mu           sync.Mutex
 	sent, failed int
@@ -668,15 +700,25 @@ func (b *batchSend) settle(i int, err error) string {
 // leaves a signal's durable record to the caller.
 func (b *batchSend) record(i int, err error) string {
 	d, a := b.d, b.actions[i]
+	unknown := bridge.OutcomeUnknown(err)
 	b.mu.Lock()
 	b.sent++
 	if err != nil {
 		b.failed++
 	}
-	if isRequeue(a.Kind) {
+	if isRequeue(a.Kind) && !unknown {
+		// A requeue without an answer proves nothing about the path
+		// either way.
 		b.requeues = append(b.requeues, requeueOutcome{a.Job, err})
 	}
 	b.mu.Unlock()
+	if unknown {
+		b.lost[i] = true
+		b.outcomes[i].Err = err.Error()
+		d.count(a, "unanswered")
+		d.Log.Warn().Err(err).Str("action", a.Action.String()).Msg("action sent without an answer; checked against Slurm at the next read")
+		return b.outcomes[i].Err
+	}
 	if err != nil {
 		b.outcomes[i].Err = err.Error()
 		d.count(a, "failed")
@@ -756,6 +798,16 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 			}
 			resent++
 			sendErr := d.out.Apply(ctx, r.Action.Action)
+			if bridge.OutcomeUnknown(sendErr) {
+				// Still pending: the next read judges it again, and a
+				// second resend is not made (maxAttempts).
+				broken[r.Action.Job] = true
+				verdicts[r.Entry.Seq] = sched.Lost
+				d.count(r.Action, "unanswered")
+				d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: r.Entry.JobID, Created: r.Entry.Created,
+					Pending: true, Seq: r.Entry.Seq, Action: r.Action})
+				break
+			}
 			if isRequeue(r.Action.Kind) {
 				d.requeueSettled(r.Action.Job, sendErr)
 			}
@@ -778,11 +830,37 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 	return len(pending), resent, nil
 }
 
+// commit commits p with what became of its actions; the actions that got
+// no answer are then proposed as landed, for reconciliation against
+// Slurm's next read to settle (Core.Unanswered).
+func (d *Daemon) commit(p *sched.Proposal, outcomes []sched.Outcome) Result {
+	res := d.Core.Commit(p, outcomes)
+	if len(d.unanswered) > 0 {
+		d.Log.Warn().Int("actions", len(d.unanswered)).Msg("actions sent without an answer: checked against Slurm at the next read")
+		d.replay, d.replayUnanswered = d.Core.Unanswered(d.unanswered), true
+		d.unanswered = nil
+	}
+	return res
+}
+
+// replayWhat says which actions the pending replay holds, for the round
+// that cannot reconcile them.
+func (d *Daemon) replayWhat() string {
+	if d.replayUnanswered {
+		return "the actions sent without an answer"
+	}
+	return "the actions pending from before the restart"
+}
+
 // commitReplay commits the journal's replay at start with the verdicts
 // reconciliation gave its entries. An entry reconciliation did not judge
 // (it was no longer pending) is taken for landed, as the replay took it.
 func (d *Daemon) commitReplay(verdicts map[uint64]sched.Outcome) {
 	if d.replay == nil {
+		// The core already knows what became of the entries reconciled
+		// (they stayed pending because the journal could not be
+		// updated), resent ones included.
+		d.unanswered = nil
 		return
 	}
 	outcomes := make([]sched.Outcome, len(d.replay.Journal))
@@ -791,8 +869,9 @@ func (d *Daemon) commitReplay(verdicts map[uint64]sched.Outcome) {
 			outcomes[i] = v
 		}
 	}
-	d.Core.Commit(d.replay, outcomes)
-	d.replay = nil
+	p := d.replay
+	d.replay, d.replayUnanswered = nil, false
+	d.commit(p, outcomes)
 }
 
 // persist saves the round's job records and counters.

@@ -36,6 +36,12 @@ const (
 	// Unsent: the action never left the daemon: its journal entry could
 	// not be written, so nothing of the proposal was sent.
 	Unsent
+	// Lost: the action went out and no answer came back (a timeout, a
+	// broken connection): it may or may not have landed. Commit leaves
+	// the job as the action found it, as for Refused; the shell then
+	// proposes the action again as landed (Unanswered) and commits that
+	// once reconciliation has seen the job in Slurm.
+	Lost
 )
 
 func (o Outcome) String() string {
@@ -46,6 +52,8 @@ func (o Outcome) String() string {
 		return "refused"
 	case Unsent:
 		return "unsent"
+	case Lost:
+		return "lost"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }

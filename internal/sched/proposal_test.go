@@ -10,7 +10,10 @@ import (
 )
 
 // A round that preempts job 1 (a grace signal) and holds newcomer job 3,
-// committed with each outcome: the state moves only for what landed.
+// committed with each outcome: the state moves only for what landed. An
+// action sent without an answer (lost) moves nothing at first; proposed
+// again as landed (Unanswered), it moves the state once reconciliation
+// finds it in Slurm, and not when it does not.
 func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 	const comment = tag + " preempt=checkpoint"
 	nodes := []bridge.Node{node("a1", "v100", 1, 1)}
@@ -33,13 +36,18 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 	}
 	tests := map[string]struct {
 		outcome Outcome
+		// reconciled is, for a lost outcome, what reconciliation then
+		// finds of the actions.
+		reconciled Outcome
 		// wantGrace and wantHeld are job 1's grace period and the
-		// daemon's ownership of job 3's hold after the commit.
+		// daemon's ownership of job 3's hold after the commits.
 		wantGrace, wantHeld bool
 	}{
-		"accepted": {outcome: Accepted, wantGrace: true, wantHeld: true},
-		"refused":  {outcome: Refused, wantGrace: false, wantHeld: false},
-		"unsent":   {outcome: Unsent, wantGrace: false, wantHeld: false},
+		"accepted":              {outcome: Accepted, wantGrace: true, wantHeld: true},
+		"refused":               {outcome: Refused, wantGrace: false, wantHeld: false},
+		"unsent":                {outcome: Unsent, wantGrace: false, wantHeld: false},
+		"lost, found landed":    {outcome: Lost, reconciled: Accepted, wantGrace: true, wantHeld: true},
+		"lost, found not to be": {outcome: Lost, reconciled: Refused, wantGrace: false, wantHeld: false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -48,7 +56,24 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 			for i := range outcomes {
 				outcomes[i] = tc.outcome
 			}
-			res := c.Commit(p, outcomes)
+			c.Commit(p, outcomes)
+			if tc.outcome == Lost {
+				if c.jobs["1"].pre.phase == inGrace || c.jobs["3"].heldByDaemon {
+					t.Errorf("actions without an answer moved the state before reconciliation: job 1 phase %v, job 3 held by the daemon %t",
+						c.jobs["1"].pre.phase, c.jobs["3"].heldByDaemon)
+				}
+				entries := make([]JournalEntry, len(p.Actions))
+				verdicts := make([]Outcome, len(p.Actions))
+				for i, a := range p.Actions {
+					entries[i] = JournalEntry{JobID: a.Job.String(), Created: p.now, Pending: true, Seq: uint64(100 + i), Action: a}
+					verdicts[i] = tc.reconciled
+				}
+				u := c.Unanswered(entries)
+				if u == nil || len(u.Journal) != len(entries) {
+					t.Fatalf("unanswered actions proposed as %+v, want one action per entry", u)
+				}
+				c.Commit(u, verdicts)
+			}
 			if grace := c.jobs["1"].pre.phase == inGrace; grace != tc.wantGrace {
 				t.Errorf("job 1 in its grace period: %t, want %t", grace, tc.wantGrace)
 			}
@@ -56,7 +81,7 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 				t.Errorf("job 3's hold is the daemon's: %t, want %t", held, tc.wantHeld)
 			}
 			// The records persisted say the same as the state.
-			for _, r := range res.Records {
+			for _, r := range c.records(p.now) {
 				switch r.JobID {
 				case "1":
 					if (r.GracePhase == "grace") != tc.wantGrace {

@@ -75,6 +75,21 @@ func (c *Core) RestoreJournal(entries []JournalEntry, records map[string]Record)
 		}
 		c.replay(e, records)
 	}
+	return c.proposeLanded(pending, records)
+}
+
+// Unanswered proposes the actions of entries, sent without an answer
+// (Outcome Lost) and left pending in the journal, as landed: the shell
+// commits the proposal with what reconciliation finds in Slurm, as it does
+// the journal's leftovers at start (nil when entries is empty). Call after
+// committing the proposal the actions came from.
+func (c *Core) Unanswered(entries []JournalEntry) *Proposal {
+	return c.proposeLanded(entries, nil)
+}
+
+// proposeLanded is a proposal of pending journal entries taken for landed
+// (Proposal.Journal names them); nil when there are none.
+func (c *Core) proposeLanded(pending []JournalEntry, records map[string]Record) *Proposal {
 	if len(pending) == 0 {
 		return nil
 	}
