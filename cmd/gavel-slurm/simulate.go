@@ -67,6 +67,8 @@ type simFlags struct {
 	grace       time.Duration
 	refillPoll  time.Duration
 	refuseRate  float64
+	lostRate    float64
+	crashRate   float64
 	preemptMode bridge.PreemptMode
 	script      fake.SignalResponse
 	// estimate hides the true throughputs from the policy, which learns
@@ -206,6 +208,10 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		"for GPUs freed by completions to start waiting jobs on (0: they stay idle until the next round)")
 	refuseRate := fs.Float64("refuse-rate", 0, "with --daemon-step: share of the daemon's actions the simulated Slurm refuses (0 to 1), "+
 		"to run the paths the daemon takes when sends fail; each refused action is committed as such and tried again later")
+	lostRate := fs.Float64("lost-rate", 0, "with --daemon-step: share of the daemon's actions whose answer the simulated Slurm loses, as a timeout does "+
+		"(0 to 1; half of them land): the daemon reconciles each against Slurm's next answer")
+	crashRate := fs.Float64("crash-rate", 0, "with --daemon-step: share of the daemon's sends at which it stops after journaling the actions "+
+		"and before sending them (0 to 1); a new daemon then starts from its state store, kept in a temporary directory")
 	estimateOn := fs.Bool("estimate", false, "hide every job's true throughputs from the policy: it sees only what the learning estimator "+
 		"has measured of the job's own rounds (every job an unknown model)")
 	estimateNoise := fs.Float64("estimate-noise", 0, "with --estimate: spread of each measurement's multiplicative error (0.05: about 5%)")
@@ -259,6 +265,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	}
 	f.faithful = *faithful
 	f.daemonStep, f.grace, f.refillPoll, f.refuseRate = *daemonStep, *grace, *refillPoll, *refuseRate
+	f.lostRate, f.crashRate = *lostRate, *crashRate
 	f.estimate, f.estimateNoise = *estimateOn, *estimateNoise
 	f.estimateNoTable = *estimateRef == "none"
 	if f.preemptMode, err = bridge.ParsePreemptMode(*preemptMode); err != nil {
@@ -297,6 +304,14 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--refuse-rate %v: must be >= 0 and below 1", *refuseRate)
 	case *refuseRate > 0 && !*daemonStep:
 		return nil, errors.New("--refuse-rate needs --daemon-step")
+	case !(*lostRate >= 0 && *lostRate < 1):
+		return nil, fmt.Errorf("--lost-rate %v: must be >= 0 and below 1", *lostRate)
+	case *lostRate > 0 && !*daemonStep:
+		return nil, errors.New("--lost-rate needs --daemon-step")
+	case !(*crashRate >= 0 && *crashRate < 1):
+		return nil, fmt.Errorf("--crash-rate %v: must be >= 0 and below 1", *crashRate)
+	case *crashRate > 0 && !*daemonStep:
+		return nil, errors.New("--crash-rate needs --daemon-step")
 	case *script != "wait" && *script != "exit":
 		return nil, fmt.Errorf("--script %q: must be wait or exit", *script)
 	case f.estimateNoise < 0 || math.IsNaN(f.estimateNoise) || math.IsInf(f.estimateNoise, 0):
@@ -514,12 +529,22 @@ func (f *simFlags) run(table *throughputs.Table, policyName string, seed int64, 
 		return sim.Run(f.simConfig(table, policyName, seed), src)
 	}
 	start := time.Now()
+	var stateDir string
+	if f.crashRate > 0 {
+		dir, err := os.MkdirTemp("", "gavel-slurm-simulate-")
+		if err != nil {
+			return nil, fmt.Errorf("state directory for --crash-rate: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		stateDir = dir
+	}
 	res, err := stepsim.Run(stepsim.Config{
 		GPUs: f.cluster, GPUsPerServer: f.gpusPerServer, Policy: policyName, Table: table, Seed: seed,
 		Round: f.round, MinResetInterval: f.resetInterval, Preempt: f.preemptMode, Grace: f.grace, Script: f.script,
 		MinRunTime: f.minRunTime, RestartOverhead: f.overhead, FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Mechanism: f.mechanism, RefillPoll: f.refillPoll, Costs: f.prices, RefuseRate: f.refuseRate,
 		RestartCosts: f.restartCosts, DefaultRestart: config.Default().Scheduler.DefaultRestartCost,
+		LostRate: f.lostRate, CrashRate: f.crashRate, StateDir: stateDir,
 	}, src)
 	if res != nil {
 		res.WallSeconds = time.Since(start).Seconds()

@@ -197,7 +197,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 				// that look could not act (Slurm did not answer, the job
 				// was missing from its answer), and looking again at once
 				// would spin.
-				wake = looked.Add(minLookInterval)
+				wake = looked.Add(MinLookInterval)
 				if next.Before(wake) {
 					wake = next
 				}
@@ -216,8 +216,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-// minLookInterval is the least time between two looks between rounds.
-const minLookInterval = 5 * time.Second
+// MinLookInterval is the least time between two looks between rounds.
+const MinLookInterval = 5 * time.Second
 
 // RoundReport is the figures of one round, as logged.
 type RoundReport struct {
@@ -261,11 +261,16 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 	var solve time.Duration
 	if d.replay != nil {
 		// Slurm (or the journal) could not be read, so the actions left
-		// pending before the restart are not reconciled yet: a step now
+		// pending before the restart are not reconciled yet, or actions
+		// resent by reconciliation got no answer either: a step now
 		// would build on a state that misses them. The round sends
-		// nothing and steps nothing.
+		// nothing and steps nothing; the next read reconciles them for
+		// good (nothing is resent twice).
 		res = Result{Round: d.Core.Round(), SkipCause: "snapshot_error",
 			Skipped: fmt.Sprintf("%v; %s wait for reconciliation", snapErr, d.replayWhat())}
+		if snapErr == nil {
+			res.SkipCause, res.Skipped = "awaiting_reconciliation", "actions resent without an answer wait for reconciliation at the next read"
+		}
 		res.View.Round, res.View.Skipped = res.Round, res.Skipped
 		rep.Round = res.Round
 	} else {

@@ -195,10 +195,19 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 			missedRequeue[a.Job] = true
 		}
 	}
+	// proposedRequeue are the jobs the proposal itself requeue-holds: a
+	// journal replay takes a requeue of an earlier round for landed
+	// without recording it as sent in this one.
+	proposedRequeue := map[bridge.JobID]bool{}
+	for _, a := range p.Actions {
+		if a.Kind == bridge.ActRequeueHold {
+			proposedRequeue[a.Job] = true
+		}
+	}
 	for _, a := range missed {
 		js := next.jobs[a.Job.String()]
-		if js != nil && a.Kind == bridge.ActHold && !settled[a.Job] &&
-			js.pre.phase == requeued && js.pre.sentRound == next.round && !missedRequeue[a.Job] {
+		if js != nil && a.Kind == bridge.ActHold && !settled[a.Job] && !missedRequeue[a.Job] &&
+			js.pre.phase == requeued && (js.pre.sentRound == next.round || proposedRequeue[a.Job]) {
 			// The hold that follows a requeue-hold that landed: the
 			// requeue-hold's own hold keeps the job, and it is the
 			// daemon's (the next round or reconciliation holds it again).

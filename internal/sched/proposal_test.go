@@ -187,3 +187,24 @@ func describeActions(actions []Action) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// A requeue-hold journaled before a crash and resent at restart landed,
+// and the hold journaled after it was refused: the requeue-hold's own
+// hold keeps the job, and it is the daemon's, so a later round releases
+// it rather than taking it for its owner's.
+func TestReplayedRequeueHoldKeepsItsHoldWhenTheHoldAfterItFails(t *testing.T) {
+	entry := func(kind bridge.ActionKind, seq uint64) JournalEntry {
+		return JournalEntry{JobID: "5", Created: epoch, Pending: true, Seq: seq,
+			Action: Action{Action: bridge.Action{Kind: kind, Job: 5}, Why: "grace period over"}}
+	}
+	c := newCore(t, settings())
+	c.Restore(map[string]Record{}, 1)
+	p := c.RestoreJournal([]JournalEntry{entry(bridge.ActRequeueHold, 10), entry(bridge.ActHold, 11)}, map[string]Record{})
+	if p == nil {
+		t.Fatal("no replay proposal for the pending entries")
+	}
+	c.Commit(p, []Outcome{Accepted, Refused})
+	if js := c.jobs["5"]; js == nil || !js.heldByDaemon {
+		t.Errorf("job 5 after its requeue-hold landed and the hold after it failed: %+v, want held by the daemon", js)
+	}
+}

@@ -316,3 +316,9 @@ func seqKey(seq uint64) []byte {
 func sortBySeq(es []Entry) {
 	sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
 }
+
+// Backup writes a consistent copy of the whole database to path, as it
+// stands between two writes.
+func (s *Store) Backup(path string) error {
+	return s.db.View(func(tx *bolt.Tx) error { return tx.CopyFile(path, 0o600) })
+}

@@ -23,6 +23,8 @@ import (
 	"hash/fnv"
 	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -97,6 +99,19 @@ type Config struct {
 	// takes when sends fail: an action refused leaves its job as it was,
 	// and the job's later actions in the same batch are not sent.
 	RefuseRate float64
+	// LostRate is the share of the daemon's actions whose answer the
+	// simulated Slurm loses, as a timeout does (0: none): half of them
+	// land, half do not, and the daemon cannot tell which until it reads
+	// Slurm again.
+	LostRate float64
+	// CrashRate is the share of the daemon's sends (a round's or a
+	// look's actions) at which the daemon stops after journaling the
+	// actions and before sending any (0: none). The run then starts a
+	// new daemon from the state store, as a restart after a crash does.
+	// With CrashRate set the daemon keeps its state in a real store in
+	// StateDir (a directory of its own), instead of in memory.
+	CrashRate float64
+	StateDir  string
 }
 
 // epoch is the virtual clock's zero.
@@ -141,6 +156,9 @@ type run struct {
 	now   time.Time
 	slurm *fake.Slurm
 	core  *sched.Core
+	// set and est build the core anew when the daemon restarts.
+	set sched.Settings
+	est sched.Estimator
 	// daemon drives core against the simulated Slurm, as on a cluster.
 	daemon *daemon.Daemon
 	types  []string
@@ -151,8 +169,21 @@ type run struct {
 	// forget are finished jobs to remove from Slurm, with when.
 	forget []forgetAt
 	// signals counts the grace signals and requeues the daemon sent;
-	// refused the actions the simulated Slurm refused (Config.RefuseRate).
-	signals, requeues, refused int
+	// refused the actions the simulated Slurm refused (Config.RefuseRate),
+	// lost those whose answer it lost (Config.LostRate), crashes the
+	// daemon's simulated crashes (Config.CrashRate).
+	signals, requeues, refused, lost, crashes int
+	// state is the daemon's store when crashes are simulated; crashNext
+	// says the next send stops the daemon, crashed that it has stopped
+	// (the send's later actions go nowhere), crashCopy is the store as
+	// the crash left it.
+	state              *store.Store
+	crashNext, crashed bool
+	crashCopy          string
+	crashErr           error
+	// lookedAt is when the daemon last looked between rounds since the
+	// last round (zero: not yet).
+	lookedAt time.Time
 	// pollAt is the daemon's next check after signals went out.
 	pollAt time.Time
 	// refillAt is the daemon's first look after a completion since the
@@ -174,6 +205,7 @@ func Run(cfg Config, src sim.Source) (*sim.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer r.close()
 	if err := r.loop(src); err != nil {
 		return r.result(), err
 	}
@@ -214,18 +246,80 @@ func newRun(cfg Config) (*run, error) {
 		// the same remaining steps).
 		est = progress{TableEstimator: sched.TableEstimator{Table: cfg.Table}, r: r}
 	}
-	core, err := sched.NewCore(set, est)
-	if err != nil {
-		return nil, err
+	r.set, r.est = set, est
+	if cfg.CrashRate > 0 {
+		if cfg.StateDir == "" {
+			return nil, errors.New("stepsim: simulated crashes need a state directory")
+		}
+		var err error
+		if r.state, err = store.Open(cfg.StateDir); err != nil {
+			return nil, fmt.Errorf("stepsim: %w", err)
+		}
+		r.crashCopy = filepath.Join(cfg.StateDir, "crash-copy.db")
 	}
-	r.core = core
-	r.daemon, err = daemon.New(daemon.Deps{Core: core, Slurm: &simSlurm{r: r}, Journal: store.NewMemJournal(),
-		Board: &api.Board{}, Clock: simClock{r}, Log: zerolog.Nop()})
-	if err != nil {
+	if err := r.startDaemon(); err != nil {
 		return nil, err
 	}
 	r.res.Types = r.types
 	return r, nil
+}
+
+// startDaemon starts the daemon with a fresh core, from the state store
+// when there is one (as at a restart), else with an in-memory journal.
+func (r *run) startDaemon() error {
+	core, err := sched.NewCore(r.set, r.est)
+	if err != nil {
+		return err
+	}
+	deps := daemon.Deps{Core: core, Slurm: &simSlurm{r: r}, Board: &api.Board{}, Clock: simClock{r}, Log: zerolog.Nop()}
+	if r.state != nil {
+		deps.Store = r.state
+	} else {
+		deps.Journal = store.NewMemJournal()
+	}
+	d, err := daemon.New(deps)
+	if err != nil {
+		return err
+	}
+	r.core, r.daemon = core, d
+	return nil
+}
+
+// close releases the state store, if any.
+func (r *run) close() {
+	if r.state != nil {
+		r.state.Close()
+	}
+}
+
+// send runs one of the daemon's sends (a round or a look), stopping the
+// daemon after it journaled the send's actions when Config.CrashRate
+// draws a crash, and then starting a new one from the store as the crash
+// left it.
+func (r *run) send(daemonSend func()) error {
+	r.crashNext = r.draw("crash", "send") < r.cfg.CrashRate
+	daemonSend()
+	r.crashNext = false
+	if !r.crashed {
+		return nil
+	}
+	r.crashed = false
+	r.crashes++
+	if r.crashErr != nil {
+		return fmt.Errorf("stepsim: copy of the store at the crash: %w", r.crashErr)
+	}
+	path := r.state.Path()
+	if err := r.state.Close(); err != nil {
+		return fmt.Errorf("stepsim: %w", err)
+	}
+	if err := os.Rename(r.crashCopy, path); err != nil {
+		return fmt.Errorf("stepsim: store as the crash left it: %w", err)
+	}
+	var err error
+	if r.state, err = store.Open(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("stepsim: reopen the store after the crash: %w", err)
+	}
+	return r.startDaemon()
 }
 
 // loop runs events in time order until every measured job finished.
@@ -247,10 +341,16 @@ func (r *run) loop(src sim.Source) error {
 		// The simulated Slurm changes only at events: between them a
 		// check finds something new only at a deadline, or once after
 		// signals (what the scripts did with them).
-		t = earliest(t, r.core.NextDeadline())
+		t = earliest(t, r.nextLook())
 		t = earliest(t, r.pollAt)
 		t = earliest(t, r.refillAt)
 		t = earliest(t, r.nextCompletion())
+		if t.Before(r.now) {
+			// A deadline a look could not meet (the actions pending
+			// after a restart wait for the next round) is not met by
+			// going back in time.
+			t = r.now
+		}
 		if t.Sub(epoch) > r.cfg.MaxTime {
 			return fmt.Errorf("stepsim: simulated time passed %v with %d jobs still active", r.cfg.MaxTime, r.active)
 		}
@@ -268,10 +368,12 @@ func (r *run) loop(src sim.Source) error {
 				return err
 			}
 			nextRound = r.now.Add(r.cfg.Round)
-		} else if due(r.core.NextDeadline(), r.now) || due(r.pollAt, r.now) || due(r.refillAt, r.now) {
+			r.lookedAt = time.Time{}
+		} else if due(r.nextLook(), r.now) || due(r.pollAt, r.now) || due(r.refillAt, r.now) {
 			if err := r.graces(); err != nil {
 				return err
 			}
+			r.lookedAt = r.now
 		}
 		if !r.now.Before(r.pollAt) {
 			r.pollAt = time.Time{}
@@ -297,6 +399,18 @@ func (r *run) measuredDone(submitted int, more bool) bool {
 		}
 	}
 	return true
+}
+
+// nextLook is when the daemon looks between rounds for the core's
+// deadlines: at the deadline, or, when the last look should have met it
+// and could not act (the actions pending after a restart wait for the
+// next round's reconciliation), no sooner than the daemon looks again.
+func (r *run) nextLook() time.Time {
+	next := r.core.NextDeadline()
+	if !r.lookedAt.IsZero() && due(next, r.lookedAt) {
+		return r.lookedAt.Add(daemon.MinLookInterval)
+	}
+	return next
 }
 
 // due reports whether deadline t (zero: none) has come at now.
@@ -406,13 +520,16 @@ func (r *run) forgetFinished() {
 // (again when managed jobs vanished), reconcile, step, journal, send,
 // commit.
 func (r *run) round() error {
-	rep := r.daemon.RunRound(context.Background())
+	var rep daemon.RoundReport
+	if err := r.send(func() { rep = r.daemon.RunRound(context.Background()) }); err != nil {
+		return err
+	}
 	r.lastRound, r.refillAt = r.now, time.Time{} // the round places what completions freed
 	r.res.Rounds++
 	if rep.Solved {
 		r.res.Allocations++
 	}
-	if rep.Skipped != "" && rep.SkipCause != "no_nodes" {
+	if rep.Skipped != "" && rep.SkipCause != "no_nodes" && rep.SkipCause != "awaiting_reconciliation" {
 		return fmt.Errorf("stepsim: round %d skipped: %s", rep.Round, rep.Skipped)
 	}
 	if rep.Fallback != "" {
@@ -425,8 +542,7 @@ func (r *run) round() error {
 
 // graces is the daemon's check between rounds, run by the daemon.
 func (r *run) graces() error {
-	r.daemon.RunGraces(context.Background())
-	return nil
+	return r.send(func() { r.daemon.RunGraces(context.Background()) })
 }
 
 // simSlurm is the simulated Slurm as the daemon sees it: bridge/fake's,
@@ -446,9 +562,27 @@ func (s *simSlurm) Apply(_ context.Context, a bridge.Action) error {
 	defer s.mu.Unlock()
 	r := s.r
 	r.dirty = true
-	if r.refuses(a) {
+	switch {
+	case r.crashed:
+		return fmt.Errorf("%s: not sent: the daemon stopped (simulated crash)", a)
+	case r.crashNext:
+		// The send's actions are journaled; the daemon stops before the
+		// first of them goes out. What it writes from here on is lost
+		// with it: the run restarts it from this copy of its store.
+		r.crashNext, r.crashed = false, true
+		r.crashErr = r.state.Backup(r.crashCopy)
+		return fmt.Errorf("%s: not sent: the daemon stopped (simulated crash)", a)
+	case r.refuses(a):
 		r.refused++
 		return fmt.Errorf("%s: refused (simulated)", a)
+	case r.draw("lost", a.String()) < r.cfg.LostRate:
+		r.lost++
+		if r.draw("landed", a.String()) < 0.5 {
+			if err := r.apply(a); err != nil {
+				return err // refused: the answer is the refusal
+			}
+		}
+		return bridge.NoReply(fmt.Errorf("%s: answer lost (simulated)", a))
 	}
 	return r.apply(a)
 }
@@ -472,6 +606,14 @@ func (r *run) refuses(a bridge.Action) bool {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%d/%s", r.cfg.Seed, r.now.UnixNano(), a.String())
 	return float64(h.Sum64()>>11)/float64(1<<53) < r.cfg.RefuseRate
+}
+
+// draw is a number in [0, 1) that depends only on the seed, the time,
+// what is drawn and for what, so that a run is repeatable.
+func (r *run) draw(what, of string) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d/%d/%s", what, r.cfg.Seed, r.now.UnixNano(), of)
+	return float64(h.Sum64()>>11) / float64(1<<53)
 }
 
 // apply carries out one action in the simulated Slurm and follows what
