@@ -27,10 +27,6 @@ type GeneratorOptions struct {
 	MultiPriority bool
 }
 
-// referenceType is the GPU type durations are expressed on: a job of
-// duration D has D times its V100 rate steps.
-const referenceType = "v100"
-
 // Generator yields synthetic jobs in arrival order.
 type Generator struct {
 	opts     GeneratorOptions
@@ -56,13 +52,13 @@ func NewGenerator(table *throughputs.Table, opts GeneratorOptions) (*Generator, 
 		return nil, errors.New("a static workload (rate 0) needs a job count")
 	}
 	for _, tpl := range throughputs.Templates {
-		sfs := []int{1}
+		sfs := ScaleFactors[:1]
 		if tpl.Distributed && opts.MultiGPU {
-			sfs = []int{1, 2, 4, 8}
+			sfs = ScaleFactors[:]
 		}
 		for _, sf := range sfs {
-			if table.Isolated(tpl.Model, sf, referenceType) <= 0 {
-				return nil, fmt.Errorf("throughput table has no %s rate for %s at scale factor %d", referenceType, tpl.Model, sf)
+			if _, err := ReferenceRate(table, tpl.Model, sf); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -107,15 +103,7 @@ func (g *Generator) All() ([]Job, error) {
 // scale factor is always drawn, even for single-GPU workloads.
 func (g *Generator) draw() Job {
 	r := g.jobRNG
-	sf := 1
-	switch u := r.Uniform(0, 1); {
-	case 0.7 <= u && u <= 0.8:
-		sf = 2
-	case 0.8 <= u && u <= 0.95:
-		sf = 4
-	case u >= 0.95:
-		sf = 8
-	}
+	sf := referenceScale(r.Uniform(0, 1))
 	var duration float64
 	if r.Float64() >= 0.8 {
 		duration = 60 * libmPow(10, r.Uniform(3, 4))
@@ -139,7 +127,24 @@ func (g *Generator) draw() Job {
 		Model:       tpl.Model,
 		ScaleFactor: sf,
 		Duration:    duration,
-		TotalSteps:  duration * g.table.Isolated(tpl.Model, sf, referenceType),
+		TotalSteps:  duration * g.table.Isolated(tpl.Model, sf, ReferenceType),
 		Priority:    priority,
 	}
+}
+
+// referenceScale is the scale factor of the Philly mix (ScaleFactors by
+// PhillyScaleWeights) that u in [0, 1) stands for, with the reference
+// generator's bounds: 70%, 80% and 95%, each inclusive at the top, so
+// that u of exactly 0.8 or 0.95 gives the smaller scale factor where Pick
+// would give the larger one.
+func referenceScale(u float64) int {
+	switch {
+	case u < 0.7:
+		return ScaleFactors[0]
+	case u <= 0.8:
+		return ScaleFactors[1]
+	case u <= 0.95:
+		return ScaleFactors[2]
+	}
+	return ScaleFactors[3]
 }

@@ -167,3 +167,17 @@ func TestGeneratorMix(t *testing.T) {
 		t.Errorf("priority-5 fraction %.3f, want about 0.20", f)
 	}
 }
+
+func TestReferenceScale(t *testing.T) {
+	cases := []struct {
+		u    float64
+		want int
+	}{
+		{0, 1}, {0.6999, 1}, {0.7, 2}, {0.8, 2}, {0.8001, 4}, {0.95, 4}, {0.9501, 8}, {0.9999, 8},
+	}
+	for _, c := range cases {
+		if got := referenceScale(c.u); got != c.want {
+			t.Errorf("referenceScale(%v) = %d, want %d", c.u, got, c.want)
+		}
+	}
+}

@@ -1,6 +1,13 @@
 // Package workload produces the jobs a simulation replays: synthetic
 // workloads drawn exactly like the reference simulator draws them (same
-// random streams, same distributions) and traces read from files.
+// random streams, same distributions), traces read from and written to
+// files, and the draws the other simulators' workloads are made of (random
+// streams, weighted picks, the Philly mix of scale factors, models and
+// rates on the reference type, truncated normals), so that every workload
+// is drawn one way.
+//
+// The generators and draws are pure: no I/O, no clock; randomness comes
+// only from the seeds passed in.
 package workload
 
 // Job is one training job of a workload.

@@ -110,7 +110,7 @@ func (r *Rand) Float64() float64 {
 }
 
 // Uniform is CPython's uniform(a, b): a + (b-a)*random().
-func (r *Rand) Uniform(a, b float64) float64 { return a + (b-a)*r.Float64() }
+func (r *Rand) Uniform(a, b float64) float64 { return Uniform(r, a, b) }
 
 // Bits is CPython's getrandbits(k) for 0 <= k <= 64: whole 32-bit words
 // fill the low bits first, the last word keeps its top bits.

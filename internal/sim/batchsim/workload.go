@@ -11,11 +11,9 @@ package batchsim
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"strings"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 )
 
 // SizeClass is one of Hadar's job sizes, by the GPU-hours a job needs.
@@ -95,48 +93,14 @@ type WorkloadOptions struct {
 	// uniformly).
 	Weights [4]float64
 	// ScaleWeights are the relative frequencies of jobs on 1, 2, 4 and 8
-	// GPUs; all zero means the Philly mix Gavel draws from (70, 10, 15, 5).
+	// GPUs (workload.ScaleFactors); all zero means the Philly mix Gavel
+	// draws from (workload.PhillyScaleWeights).
 	ScaleWeights [4]float64
 }
 
-// Scales are the scale factors ScaleWeights refers to.
-var Scales = [4]int{1, 2, 4, 8}
-
-// pick returns the index drawn from weights by u in [0, 1).
-func pick(weights [4]float64, u float64) int {
-	sum := 0.0
-	for _, w := range weights {
-		sum += w
-	}
-	u *= sum
-	for i, w := range weights {
-		if u < w {
-			return i
-		}
-		u -= w
-	}
-	return len(weights) - 1
-}
-
-// checkWeights refuses negative or NaN weights and replaces all zeros by
-// the default.
-func checkWeights(what string, w, def [4]float64) ([4]float64, error) {
-	sum := 0.0
-	for i, v := range w {
-		if v < 0 || v != v || math.IsInf(v, 0) {
-			return w, fmt.Errorf("%s weight %d is %v: need a finite number >= 0", what, i, v)
-		}
-		sum += v
-	}
-	if sum == 0 {
-		return def, nil
-	}
-	return w, nil
-}
-
-// referenceType is the GPU type GPU-hours are counted on, as the
-// project's workload generator counts durations.
-const referenceType = "v100"
+// batchStream keeps the batch's draws apart from other generators' of the
+// same seed ("hadar" in ASCII).
+const batchStream = 0x6861646172
 
 // Generate draws a batch: for each job a scale factor by ScaleWeights (by
 // default the Philly mix Gavel uses), a size class by Weights, a
@@ -150,35 +114,35 @@ func Generate(table *throughputs.Table, opts WorkloadOptions) ([]Job, error) {
 	if opts.Jobs < 1 {
 		return nil, fmt.Errorf("batch of %d jobs: need at least 1", opts.Jobs)
 	}
-	weights, err := checkWeights("size class", opts.Weights, [4]float64{1, 1, 1, 1})
+	weights, err := workload.CheckWeights("size class", opts.Weights[:], []float64{1, 1, 1, 1})
 	if err != nil {
 		return nil, err
 	}
-	scaleWeights, err := checkWeights("scale", opts.ScaleWeights, [4]float64{70, 10, 15, 5})
+	scaleWeights, err := workload.CheckWeights("scale", opts.ScaleWeights[:], workload.PhillyScaleWeights[:])
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(uint64(opts.Seed), 0x6861646172))
+	rng := workload.NewStream(uint64(opts.Seed), batchStream)
 	jobs := make([]Job, 0, opts.Jobs)
 	for i := range opts.Jobs {
-		scale := Scales[pick(scaleWeights, rng.Float64())]
-		class := Classes[pick(weights, rng.Float64())]
+		scale := workload.ScaleFactors[workload.Pick(scaleWeights, rng.Float64())]
+		class := Classes[workload.Pick(weights, rng.Float64())]
 		fams := families[class]
 		family := fams[rng.IntN(len(fams))]
-		models := modelsAt(table, family, scale)
+		models := workload.ModelsAt(table, family, scale)
 		if len(models) == 0 {
 			scale = 1
-			models = modelsAt(table, family, 1)
+			models = workload.ModelsAt(table, family, 1)
 		}
 		if len(models) == 0 {
 			return nil, fmt.Errorf("throughput table has no %s model", family)
 		}
 		model := models[rng.IntN(len(models))]
 		lo, hi := class.GPUHours()
-		hours := lo + (hi-lo)*rng.Float64()
-		rate := table.Isolated(model, scale, referenceType)
-		if rate <= 0 {
-			return nil, fmt.Errorf("throughput table has no %s rate for %s at scale %d", referenceType, model, scale)
+		hours := workload.Uniform(rng, lo, hi)
+		rate, err := workload.ReferenceRate(table, model, scale)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		jobs = append(jobs, Job{
 			ID: fmt.Sprint(i), Model: model, Scale: scale, Class: class, GPUHours: hours,
@@ -186,16 +150,4 @@ func Generate(table *throughputs.Table, opts WorkloadOptions) ([]Job, error) {
 		})
 	}
 	return jobs, nil
-}
-
-// modelsAt lists the table's models of a family that run at the scale
-// factor, in table order.
-func modelsAt(table *throughputs.Table, family string, scale int) []string {
-	var out []string
-	for _, m := range table.Models() {
-		if (m == family || strings.HasPrefix(m, family+" (")) && table.Isolated(m, scale, referenceType) > 0 {
-			out = append(out, m)
-		}
-	}
-	return out
 }

@@ -11,41 +11,15 @@ package tesim
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/tepreempt"
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 )
 
-// Dist is a normal distribution truncated to [Min, Max]: draws outside
-// are redrawn, as the paper generates jobs from truncated fitted normals.
-type Dist struct {
-	Mean, SD, Min, Max float64
-}
-
-// draw returns one value rounded to an integer in [Min, Max].
-func (d Dist) draw(r *rand.Rand) int {
-	for range 10000 {
-		v := math.Round(d.Mean + d.SD*r.NormFloat64())
-		if v >= d.Min && v <= d.Max {
-			return int(v)
-		}
-	}
-	// A distribution whose mass lies almost all outside its bounds: the
-	// nearest bound is what the rejection loop would tend to anyway.
-	return int(math.Round(min(max(d.Mean, d.Min), d.Max)))
-}
-
-func (d Dist) valid() error {
-	if d.SD < 0 || d.Min > d.Max || d.Min < 0 {
-		return fmt.Errorf("distribution %+v: want SD ≥ 0 and 0 ≤ Min ≤ Max", d)
-	}
-	return nil
-}
-
-// Class is the shape of one class of jobs.
+// Class is the shape of one class of jobs: each quantity a truncated
+// normal, as the paper fits them.
 type Class struct {
-	Minutes, GPUs, CPUs, MemGB Dist
+	Minutes, GPUs, CPUs, MemGB workload.TruncNormal
 }
 
 // Workload is how jobs are drawn.
@@ -53,7 +27,7 @@ type Workload struct {
 	TE, BE Class
 	// GraceMinutes is the grace period every job asks for (only BE
 	// jobs are ever preempted).
-	GraceMinutes Dist
+	GraceMinutes workload.TruncNormal
 	// TEFraction is the share of TE jobs.
 	TEFraction float64
 }
@@ -68,18 +42,18 @@ type Workload struct {
 func PaperWorkload() Workload {
 	return Workload{
 		TE: Class{
-			Minutes: Dist{Mean: 45, SD: 20, Min: 8, Max: 480},
-			GPUs:    Dist{Mean: 2, SD: 2, Min: 1, Max: 8},
-			CPUs:    Dist{Mean: 4, SD: 4, Min: 1, Max: 32},
-			MemGB:   Dist{Mean: 24, SD: 24, Min: 1, Max: 256},
+			Minutes: workload.TruncNormal{Mean: 45, SD: 20, Min: 8, Max: 480},
+			GPUs:    workload.TruncNormal{Mean: 2, SD: 2, Min: 1, Max: 8},
+			CPUs:    workload.TruncNormal{Mean: 4, SD: 4, Min: 1, Max: 32},
+			MemGB:   workload.TruncNormal{Mean: 24, SD: 24, Min: 1, Max: 256},
 		},
 		BE: Class{
-			Minutes: Dist{Mean: 300, SD: 120, Min: 30, Max: 2880},
-			GPUs:    Dist{Mean: 4, SD: 3, Min: 1, Max: 8},
-			CPUs:    Dist{Mean: 12, SD: 8, Min: 1, Max: 32},
-			MemGB:   Dist{Mean: 64, SD: 48, Min: 1, Max: 256},
+			Minutes: workload.TruncNormal{Mean: 300, SD: 120, Min: 30, Max: 2880},
+			GPUs:    workload.TruncNormal{Mean: 4, SD: 3, Min: 1, Max: 8},
+			CPUs:    workload.TruncNormal{Mean: 12, SD: 8, Min: 1, Max: 32},
+			MemGB:   workload.TruncNormal{Mean: 64, SD: 48, Min: 1, Max: 256},
 		},
-		GraceMinutes: Dist{Mean: 3, SD: 3, Min: 0, Max: 10},
+		GraceMinutes: workload.TruncNormal{Mean: 3, SD: 3, Min: 0, Max: 10},
 		TEFraction:   0.3,
 	}
 }
@@ -96,7 +70,7 @@ func (w Workload) ScaleGrace(k float64) Workload {
 // FixedGrace gives every job the same grace period.
 func (w Workload) FixedGrace(minutes int) Workload {
 	g := float64(minutes)
-	w.GraceMinutes = Dist{Mean: g, Min: g, Max: g}
+	w.GraceMinutes = workload.TruncNormal{Mean: g, Min: g, Max: g}
 	return w
 }
 
@@ -104,8 +78,8 @@ func (w Workload) valid() error {
 	if w.TEFraction < 0 || w.TEFraction > 1 {
 		return fmt.Errorf("TE fraction %v outside [0, 1]", w.TEFraction)
 	}
-	for _, d := range []Dist{w.TE.Minutes, w.TE.GPUs, w.TE.CPUs, w.TE.MemGB, w.BE.Minutes, w.BE.GPUs, w.BE.CPUs, w.BE.MemGB, w.GraceMinutes} {
-		if err := d.valid(); err != nil {
+	for _, d := range []workload.TruncNormal{w.TE.Minutes, w.TE.GPUs, w.TE.CPUs, w.TE.MemGB, w.BE.Minutes, w.BE.GPUs, w.BE.CPUs, w.BE.MemGB, w.GraceMinutes} {
+		if err := d.Check(); err != nil {
 			return err
 		}
 	}
@@ -125,12 +99,16 @@ type Job struct {
 	Arrival int
 }
 
+// teStream keeps the experiment's draws apart from other generators' of
+// the same seed.
+const teStream = 0x7e5e
+
 // Generate draws n jobs from w with the given seed, in submission order.
 func Generate(w Workload, n int, seed uint64) ([]Job, error) {
 	if err := w.valid(); err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
-	r := rand.New(rand.NewPCG(seed, 0x7e5e))
+	r := workload.NewStream(seed, teStream)
 	jobs := make([]Job, n)
 	for i := range jobs {
 		te := r.Float64() < w.TEFraction
@@ -140,13 +118,13 @@ func Generate(w Workload, n int, seed uint64) ([]Job, error) {
 		}
 		jobs[i] = Job{
 			ID: i, TE: te,
-			Minutes: c.Minutes.draw(r),
+			Minutes: c.Minutes.Draw(r),
 			Demand: tepreempt.Resources{
-				GPUs:  c.GPUs.draw(r),
-				CPUs:  c.CPUs.draw(r),
-				MemMB: int64(c.MemGB.draw(r)) * 1024,
+				GPUs:  c.GPUs.Draw(r),
+				CPUs:  c.CPUs.Draw(r),
+				MemMB: int64(c.MemGB.Draw(r)) * 1024,
 			},
-			Grace: w.GraceMinutes.draw(r),
+			Grace: w.GraceMinutes.Draw(r),
 		}
 	}
 	return jobs, nil
