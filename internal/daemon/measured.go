@@ -402,7 +402,7 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		}
 	}
 	for _, iv := range intervals {
-		jid, err := sched.ParseJobID(iv.job)
+		jid, err := bridge.ParseJobID(iv.job)
 		j, ok := snap.Job(jid)
 		if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != iv.gpuType ||
 			!slices.Contains(j.RunningNodes, iv.node) || !d.Core.Tracks(iv.job) {

@@ -60,7 +60,7 @@ func parseSlotKey(s string) (bridge.JobID, uint32, bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	array, err := ParseJobID(a)
+	array, err := bridge.ParseJobID(a)
 	task, err2 := strconv.ParseUint(t, 10, 32)
 	if err != nil || err2 != nil || strconv.FormatUint(task, 10) != t {
 		return 0, 0, false

@@ -270,7 +270,7 @@ func (c *Core) RestoreState(s State) {
 	c.lastRound = s.LastRound
 	c.allocation, c.allocationComputed, c.fallback = s.Allocation, s.AllocationComputed, s.AllocationFallback
 	for a, u := range s.ArrayLimits {
-		if id, err := ParseJobID(a); err == nil {
+		if id, err := bridge.ParseJobID(a); err == nil {
 			if c.arrayLimits == nil {
 				c.arrayLimits = map[bridge.JobID]int{}
 			}

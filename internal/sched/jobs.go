@@ -201,7 +201,7 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 // jobByID is the snapshot's record of a tracked job, false when the id
 // does not parse or the snapshot does not show the job.
 func jobByID(snap *bridge.Snapshot, id string) (bridge.Job, bool) {
-	jid, err := ParseJobID(id)
+	jid, err := bridge.ParseJobID(id)
 	if err != nil {
 		return bridge.Job{}, false
 	}
@@ -268,7 +268,7 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 			// broken twice. The record of whose hold it is goes now, so
 			// the hold goes too, sent blind (a job that no longer exists
 			// makes it fail, which is harmless).
-			if jid, err := ParseJobID(id); err == nil {
+			if jid, err := bridge.ParseJobID(id); err == nil {
 				c.released = append(c.released, queuedRelease{blind: true, Action: Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
 					Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts}})
 			}
@@ -310,7 +310,7 @@ func (q releaseQueue) clone() releaseQueue { return releaseQueue{slices.Clone(q.
 // first, so the job goes back to Slurm's normal handling with its own
 // features only.
 func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
-	jid, err := ParseJobID(id)
+	jid, err := bridge.ParseJobID(id)
 	if err != nil {
 		return
 	}

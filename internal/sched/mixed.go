@@ -188,7 +188,7 @@ func (c *Core) mixCandidate(d *rounds.Decision, snap *bridge.Snapshot) (bridge.J
 	if d.Action != rounds.Wait || js == nil || js.scale < 2 || js.heldBy != "" || c.teWaiting(d.Job) {
 		return bridge.Job{}, nil, false
 	}
-	jid, err := ParseJobID(d.Job)
+	jid, err := bridge.ParseJobID(d.Job)
 	if err != nil {
 		return bridge.Job{}, nil, false
 	}

@@ -37,7 +37,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			t.tallySlot(d)
 			continue
 		}
-		jid, err := ParseJobID(d.Job)
+		jid, err := bridge.ParseJobID(d.Job)
 		if js == nil || err != nil {
 			continue
 		}

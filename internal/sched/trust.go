@@ -51,7 +51,7 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 	}
 	known := 0
 	for id := range c.jobs {
-		if _, err := ParseJobID(id); err == nil {
+		if _, err := bridge.ParseJobID(id); err == nil {
 			known++ // a job array's waiting tasks (slots) are not Slurm's records
 		}
 	}
@@ -88,7 +88,7 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 func (c *Core) missingFrom(snap *bridge.Snapshot) []string {
 	var gone []string
 	for id := range c.jobs {
-		jid, err := ParseJobID(id)
+		jid, err := bridge.ParseJobID(id)
 		if err != nil {
 			continue
 		}

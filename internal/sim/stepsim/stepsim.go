@@ -568,7 +568,7 @@ type progress struct {
 }
 
 func (p progress) job(id string) *job {
-	jid, err := sched.ParseJobID(id)
+	jid, err := bridge.ParseJobID(id)
 	if err != nil {
 		return nil
 	}
