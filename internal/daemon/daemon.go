@@ -300,7 +300,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 // anything, so the step plans on what the resends changed), and a second
 // read when many managed jobs vanished at once (returned with the jobs
 // that vanished from the first).
-func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, []string, error) {
+func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, []bridge.JobID, error) {
 	start := d.Clock.Now()
 	snap, err := d.Slurm.Snapshot(ctx)
 	rep.Snapshot = d.Clock.Now().Sub(start)
@@ -327,7 +327,7 @@ func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, 
 }
 
 // step works out the round on its view, timing the solver.
-func (d *Daemon) step(snap *bridge.Snapshot, vanished []string, snapErr error, start time.Time, rep *RoundReport) (*sched.Proposal, time.Duration) {
+func (d *Daemon) step(snap *bridge.Snapshot, vanished []bridge.JobID, snapErr error, start time.Time, rep *RoundReport) (*sched.Proposal, time.Duration) {
 	var solve time.Duration
 	solver := func(p *policy.Problem) (*policy.Allocation, error) {
 		t0 := d.Clock.Now()

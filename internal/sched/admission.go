@@ -132,7 +132,7 @@ func (c *Core) managed(j bridge.Job) (ok bool, why string) {
 	if ok, why = c.eligible(j); ok {
 		return true, ""
 	}
-	return c.keepsAdmission(c.jobs[j.ID.String()], j), why
+	return c.keepsAdmission(c.jobs[keyOf(j.ID)], j), why
 }
 
 // holdOwner says whose hold keeps a job the daemon did not hold.

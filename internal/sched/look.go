@@ -34,7 +34,7 @@ func (w *Core) look(snap *bridge.Snapshot, now time.Time) []Action {
 		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
 			continue
 		}
-		j, ok := jobByID(snap, id)
+		j, ok := jobOf(snap, id)
 		if !ok {
 			continue // gone: the next round forgets it
 		}

@@ -58,9 +58,9 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 			}
 			c.Commit(p, outcomes)
 			if tc.outcome == Lost {
-				if c.jobs["1"].pre.phase == inGrace || c.jobs["3"].heldByDaemon {
+				if c.jobs[keyOf(1)].pre.phase == inGrace || c.jobs[keyOf(3)].heldByDaemon {
 					t.Errorf("actions without an answer moved the state before reconciliation: job 1 phase %v, job 3 held by the daemon %t",
-						c.jobs["1"].pre.phase, c.jobs["3"].heldByDaemon)
+						c.jobs[keyOf(1)].pre.phase, c.jobs[keyOf(3)].heldByDaemon)
 				}
 				entries := make([]JournalEntry, len(p.Actions))
 				verdicts := make([]Outcome, len(p.Actions))
@@ -74,10 +74,10 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 				}
 				c.Commit(u, verdicts)
 			}
-			if grace := c.jobs["1"].pre.phase == inGrace; grace != tc.wantGrace {
+			if grace := c.jobs[keyOf(1)].pre.phase == inGrace; grace != tc.wantGrace {
 				t.Errorf("job 1 in its grace period: %t, want %t", grace, tc.wantGrace)
 			}
-			if held := c.jobs["3"].heldByDaemon; held != tc.wantHeld {
+			if held := c.jobs[keyOf(3)].heldByDaemon; held != tc.wantHeld {
 				t.Errorf("job 3's hold is the daemon's: %t, want %t", held, tc.wantHeld)
 			}
 			// The records persisted say the same as the state.
@@ -95,8 +95,8 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 			}
 			// Either way the round happened: its number and the jobs it
 			// took up are the core's.
-			if c.Round() != p.Round || !c.Tracks("3") {
-				t.Errorf("after the commit: round %d (proposal %d), tracks job 3 %t", c.Round(), p.Round, c.Tracks("3"))
+			if c.Round() != p.Round || !c.Tracks(3) {
+				t.Errorf("after the commit: round %d (proposal %d), tracks job 3 %t", c.Round(), p.Round, c.Tracks(3))
 			}
 		})
 	}
@@ -133,8 +133,8 @@ func TestUncommittedProposalChangesNothing(t *testing.T) {
 		t.Errorf("the same round proposed again: %s, want %s", got, want)
 	}
 	c.Commit(again, accepted(again))
-	if c.jobs["1"].pre.phase != inGrace {
-		t.Errorf("job 1 after the committed round: phase %v, want in grace", c.jobs["1"].pre.phase)
+	if c.jobs[keyOf(1)].pre.phase != inGrace {
+		t.Errorf("job 1 after the committed round: phase %v, want in grace", c.jobs[keyOf(1)].pre.phase)
 	}
 }
 
@@ -168,14 +168,14 @@ func TestJournalReplayIsCommittedWithReconciliationsVerdicts(t *testing.T) {
 	if p == nil || !reflect.DeepEqual(p.Journal, []uint64{10, 11}) {
 		t.Fatalf("replay proposal %+v, want entries 10 and 11", p)
 	}
-	if c.Tracks("1") || c.Tracks("2") {
+	if c.Tracks(1) || c.Tracks(2) {
 		t.Fatal("pending journal entries were taken for landed before reconciliation")
 	}
 	c.Commit(p, []Outcome{Accepted, Refused})
-	if !c.jobs["1"].heldByDaemon {
+	if !c.jobs[keyOf(1)].heldByDaemon {
 		t.Error("job 1, whose hold reconciliation found in Slurm, is not held by the daemon")
 	}
-	if js := c.jobs["2"]; js == nil || js.heldByDaemon {
+	if js := c.jobs[keyOf(2)]; js == nil || js.heldByDaemon {
 		t.Errorf("job 2, whose hold did not land: %+v, want tracked and not held by the daemon", js)
 	}
 }

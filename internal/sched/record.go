@@ -108,7 +108,12 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	if e.Failed {
 		return
 	}
-	js := c.jobs[e.JobID]
+	id, err := bridge.ParseJobID(e.JobID)
+	if err != nil {
+		return // the journal holds actions on Slurm jobs only
+	}
+	key := keyOf(id)
+	js := c.jobs[key]
 	if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
 		return
 	}
@@ -119,9 +124,9 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 		}
 		// A job that arrived in the round the crash cut short: the
 		// journal is all that says the hold is the daemon's.
-		js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}, replayed: true}
-		c.jobs[e.JobID] = js
-		c.order = append(c.order, e.JobID)
+		js = &jobState{key: key, name: key.String(), firstSeen: e.Created, received: map[string]float64{}, replayed: true}
+		c.jobs[key] = js
+		c.order = append(c.order, key)
 	}
 	switch a.Kind {
 	case bridge.ActSignal:
@@ -131,7 +136,7 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	case bridge.ActRequeueHold, bridge.ActRequeue:
 		if js.pre.phase != requeued {
 			forTE := js.pre.forTE
-			if a.ForTE != "" {
+			if a.ForTE != 0 {
 				forTE = a.ForTE
 			}
 			js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts, forTE: forTE}
@@ -150,13 +155,15 @@ func (c *Core) records(now time.Time) []Record {
 			// and its arrival is its array record's).
 			continue
 		}
-		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
+		rec := Record{JobID: js.name, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
 			Preempt: string(js.mode), RestartCostS: js.restartMeasured.Seconds()}
 		if js.pre.phase != notPreempted {
 			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
-			rec.GraceForTE = js.pre.forTE
+			if js.pre.forTE != 0 {
+				rec.GraceForTE = js.pre.forTE.String()
+			}
 		}
 		out = append(out, rec)
 	}
