@@ -63,16 +63,16 @@ func arrayRunning(snap *bridge.Snapshot) map[bridge.JobID]int {
 // whose hold keeps the record, and which of its waiting tasks the rounds
 // schedule. seen collects the slots' keys.
 func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Time, seen map[jobKey]bool) {
-	id := keyOf(j.ID)
+	key := keyOf(j.ID)
 	if head != nil && !j.Held {
 		head.heldByDaemon = false // whatever hold the daemon sent is gone
 	}
 	if head == nil && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
-		head = c.track(id, now)
+		head = c.track(key, now)
 		head.heldByDaemon = true
 	}
 	if head == nil {
-		head = c.track(id, now)
+		head = c.track(key, now)
 	}
 	head.arrayHead, head.tag, head.heldBy, head.slots = true, j.Tag, "", nil
 	c.noteArray(j)
@@ -91,12 +91,12 @@ func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Tim
 		head.arrayRoom = min(len(ids), max(u-running, 0))
 	}
 	for _, t := range ids[:head.arrayRoom] {
-		key := slotKey(j.ArrayJobID, t)
-		seen[key] = true
-		head.slots = append(head.slots, key)
-		js := c.jobs[key]
+		slot := slotKey(j.ArrayJobID, t)
+		seen[slot] = true
+		head.slots = append(head.slots, slot)
+		js := c.jobs[slot]
 		if js == nil {
-			js = c.track(key, head.firstSeen)
+			js = c.track(slot, head.firstSeen)
 		}
 		js.arrayOf = j.ID
 		c.schedule(j, js, now)

@@ -77,12 +77,12 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	}
 	c.ratesSig, c.estVersion = c.typesSig, version
 	changed := false
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js == nil || js.scale == 0 {
 			continue
 		}
-		j, ok := jobOf(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok && js.arrayOf != 0 {
 			j, ok = snap.Job(js.arrayOf) // a job array's waiting task: its array's record
 		}

@@ -60,30 +60,30 @@ func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
 	var running map[bridge.JobID]int
 	for _, j := range snap.Jobs {
 		ok, _ := c.managed(j)
-		id := keyOf(j.ID)
-		js := c.jobs[id]
+		key := keyOf(j.ID)
+		js := c.jobs[key]
 		if ok && j.HoldsArrayTasks() && j.State == bridge.JobPending {
 			// A job array's tasks not started: each one a job (arrays.go).
 			if running == nil {
 				running = arrayRunning(snap)
 			}
-			seen[id] = true
+			seen[key] = true
 			c.syncArray(j, js, running[j.ArrayJobID], now, seen)
 			continue
 		}
 		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
 			// Ended during its grace period: preempted, not finished; it
 			// stays tracked until its requeue lands (advance).
-			seen[id] = true
+			seen[key] = true
 			continue
 		}
 		if !ok || !j.Active() {
 			continue
 		}
-		seen[id] = true
+		seen[key] = true
 		c.noteArray(j)
 		c.syncJob(j, js, now)
-		c.noteSingleShape(j, c.jobs[id])
+		c.noteSingleShape(j, c.jobs[key])
 	}
 	forget := c.forgetUnseen(snap, seen, seconds(now))
 	forget, c.strays = append(forget, c.strays...), nil
@@ -121,7 +121,7 @@ func (c *Core) keepsAdmission(js *jobState, j bridge.Job) bool {
 // syncJob brings one live managed job up to date: whose hold keeps it,
 // and whether the mechanism schedules it.
 func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
-	id := keyOf(j.ID)
+	key := keyOf(j.ID)
 	if js != nil {
 		// The last task of an array takes over the array's record and
 		// id: from then on it is a job like any other.
@@ -135,14 +135,14 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
 		// Recovery: the hold is taken for one the daemon sent and lost
 		// the record of; the job is scheduled like any other.
-		js = c.track(id, now)
+		js = c.track(key, now)
 		js.heldByDaemon = true
 	}
 	if j.State == bridge.JobPending && j.Held && (js == nil || !js.heldByDaemon) {
 		// Held by its user or an admin: left as Slurm has it and kept out
 		// of the allocation until released.
 		if js == nil {
-			js = c.track(id, now)
+			js = c.track(key, now)
 		}
 		js.heldBy = holdOwner(j)
 		js.decision, js.reason = "", js.heldBy
@@ -150,7 +150,7 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		return
 	}
 	if js == nil {
-		js = c.track(id, now)
+		js = c.track(key, now)
 		if j.IsArrayTask() {
 			if slot := c.jobs[slotKey(j.ArrayJobID, j.ArrayTaskID)]; slot != nil {
 				// A task just out of its array's record: it arrived with

@@ -334,12 +334,12 @@ func nodeTypes(snap *bridge.Snapshot) map[string]string {
 // running on a mix is shown as such.
 func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[jobKey]mixChoice, actions []Action) []Action {
 	types := nodeTypes(snap)
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 {
 			continue
 		}
-		j, ok := jobOf(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok {
 			continue
 		}
@@ -347,7 +347,7 @@ func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[jobKey]mixChoice, act
 			js.decision, js.reason = rounds.Keep.String(), "running on a mix: "+describeCounts(mix)
 			continue
 		}
-		m, ok := mixes[id]
+		m, ok := mixes[key]
 		if !ok {
 			continue
 		}

@@ -124,8 +124,8 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		}
 	}
 	var jobs []JobInput
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 {
 			continue
 		}

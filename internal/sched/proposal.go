@@ -159,8 +159,8 @@ func (c *Core) Commit(p *Proposal, outcomes []Outcome) Result {
 // Jobs the proposal took up keep what it saw of them (a hold adopted from
 // an admin, say), without the effects of the actions it gave them.
 func (c *Core) keepLedgers(next *Core, p *Proposal) {
-	for id, js := range next.jobs {
-		if before := c.jobs[id]; before != nil {
+	for key, js := range next.jobs {
+		if before := c.jobs[key]; before != nil {
 			js.ledger, js.decision, js.reason = before.ledger, before.decision, before.reason
 		}
 	}

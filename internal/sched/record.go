@@ -148,8 +148,8 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 // records are the persisted view of every tracked job.
 func (c *Core) records(now time.Time) []Record {
 	out := make([]Record, 0, len(c.order))
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.arrayOf != 0 {
 			// A slot: nothing of it outlives a restart (it never ran,
 			// and its arrival is its array record's).

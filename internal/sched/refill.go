@@ -91,10 +91,10 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		arrival  int
 	}
 	var cands []candidate
-	for n, id := range c.order {
-		js := c.jobs[id]
-		jid, isJob := id.Job()
-		j, ok := jobOf(snap, id)
+	for n, key := range c.order {
+		js := c.jobs[key]
+		jid, isJob := key.Job()
+		j, ok := jobOf(snap, key)
 		holder := js // whose hold the daemon's is
 		switch {
 		case js.arrayOf != 0:
@@ -366,12 +366,12 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			}
 		}
 	}
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.pre.phase == notPreempted || js.pre.target == "" {
 			continue
 		}
-		if j, ok := jobOf(snap, id); ok && !slurmWillStart(j, snap.Taken) {
+		if j, ok := jobOf(snap, key); ok && !slurmWillStart(j, snap.Taken) {
 			reserve(js.pre.target, j)
 		}
 	}

@@ -86,13 +86,13 @@ func (js *jobState) noteRequeue(j bridge.Job, moved bool, now time.Time) {
 // changed.
 func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 	fp, ok := c.est.(FirstProgress)
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		p := js.restartPending
 		if p == nil {
 			continue
 		}
-		j, seen := jobOf(snap, id)
+		j, seen := jobOf(snap, key)
 		if !seen || !isRunning(j) || j.Restarts <= p.restarts || j.StartTime.IsZero() {
 			continue
 		}
@@ -122,8 +122,8 @@ func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 // passProgress tells the mechanism each scheduled job's remaining steps
 // (0: unknown), for the restart rule's near-end exception.
 func (c *Core) passProgress() {
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 || js.arrayOf != 0 {
 			continue
 		}

@@ -198,12 +198,12 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 	}
 	freeing := map[string]int{} // GPUs of jobs in a grace period, per node
 	var candidates []tepreempt.Candidate
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js == nil || js.scale == 0 {
 			continue
 		}
-		j, ok := jobOf(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok || !isRunning(j) || len(j.RunningNodes) != 1 {
 			continue
 		}
@@ -326,8 +326,8 @@ func (c *Core) teRunActions(te bridge.Job, typ, why string) []Action {
 // saved with the TE job's id): the room stays theirs, rounds leave them
 // alone, and no second set of victims is chosen.
 func (c *Core) reclaimTE(snap *bridge.Snapshot, now time.Time) {
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		te := js.pre.forTE
 		if te == 0 || js.pre.phase == notPreempted || c.teWaiting(te) {
 			continue
@@ -338,7 +338,7 @@ func (c *Core) reclaimTE(snap *bridge.Snapshot, now time.Time) {
 			continue
 		}
 		node := ""
-		if vj, ok := jobOf(snap, id); ok && len(vj.RunningNodes) == 1 {
+		if vj, ok := jobOf(snap, key); ok && len(vj.RunningNodes) == 1 {
 			node = vj.RunningNodes[0]
 		}
 		c.teWaits[te] = teWait{node: node, gpus: tj.GPUs, until: until,
