@@ -543,8 +543,8 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		case b.lost[i]:
 			// Left pending in the journal: reconciliation settles it.
 			outcomes[i] = sched.Lost
-			d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: actions[i].Job.String(),
-				Created: entries[i].Created, Pending: true, Seq: entries[i].Seq, Action: actions[i]})
+			d.unanswered = append(d.unanswered, sched.JournalEntry{Created: entries[i].Created, Pending: true,
+				Seq: entries[i].Seq, Action: actions[i]})
 			continue
 		case o.Err != "":
 			outcomes[i] = sched.Refused
@@ -804,7 +804,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 				broken[r.Action.Job] = true
 				verdicts[r.Entry.Seq] = sched.Lost
 				d.count(r.Action, "unanswered")
-				d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: r.Entry.JobID, Created: r.Entry.Created,
+				d.unanswered = append(d.unanswered, sched.JournalEntry{Created: r.Entry.Created,
 					Pending: true, Seq: r.Entry.Seq, Action: r.Action})
 				break
 			}

@@ -65,7 +65,7 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 				entries := make([]JournalEntry, len(p.Actions))
 				verdicts := make([]Outcome, len(p.Actions))
 				for i, a := range p.Actions {
-					entries[i] = JournalEntry{JobID: a.Job.String(), Created: p.now, Pending: true, Seq: uint64(100 + i), Action: a}
+					entries[i] = JournalEntry{Created: p.now, Pending: true, Seq: uint64(100 + i), Action: a}
 					verdicts[i] = tc.reconciled
 				}
 				u := c.Unanswered(entries)
@@ -159,7 +159,7 @@ func TestCommitRefusesAStaleProposal(t *testing.T) {
 // for landed: reconciliation's verdicts decide what the core keeps.
 func TestJournalReplayIsCommittedWithReconciliationsVerdicts(t *testing.T) {
 	hold := func(id bridge.JobID, seq uint64) JournalEntry {
-		return JournalEntry{JobID: id.String(), Created: epoch, Pending: true, Seq: seq,
+		return JournalEntry{Created: epoch, Pending: true, Seq: seq,
 			Action: Action{Action: bridge.Action{Kind: bridge.ActHold, Job: id}}}
 	}
 	c := newCore(t, settings())

@@ -43,9 +43,9 @@ type Record struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-// JournalEntry is one journaled action as RestoreJournal replays it.
+// JournalEntry is one journaled action as RestoreJournal replays it; its
+// job is the one the action names.
 type JournalEntry struct {
-	JobID   string
 	Created time.Time
 	// Failed entries changed nothing in Slurm.
 	Failed bool
@@ -108,13 +108,9 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	if e.Failed {
 		return
 	}
-	id, err := bridge.ParseJobID(e.JobID)
-	if err != nil {
-		return // the journal holds actions on Slurm jobs only
-	}
-	key := keyOf(id)
+	key := keyOf(e.Action.Job)
 	js := c.jobs[key]
-	if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
+	if js != nil && e.Created.Before(records[js.name].UpdatedAt) {
 		return
 	}
 	a := e.Action

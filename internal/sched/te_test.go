@@ -240,7 +240,7 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 			case "journal":
 				var entries []JournalEntry
 				for _, a := range actions {
-					entries = append(entries, JournalEntry{JobID: a.Job.String(), Created: now, Action: a})
+					entries = append(entries, JournalEntry{Created: now, Action: a})
 				}
 				restarted.Restore(roundRecords, c.Round())
 				restarted.RestoreJournal(entries, roundRecords)
