@@ -77,6 +77,16 @@ type JobID uint32
 
 func (id JobID) String() string { return strconv.FormatUint(uint64(id), 10) }
 
+// ParseJobID reads a Slurm job id as String writes it: decimal, with no
+// sign, leading zero or space, so that each id has one spelling.
+func ParseJobID(s string) (JobID, error) {
+	id, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || strconv.FormatUint(id, 10) != s {
+		return 0, fmt.Errorf("job id %q is not a Slurm job id", s)
+	}
+	return JobID(id), nil
+}
+
 // JobState is a job's base state as Slurm names it.
 type JobState string
 

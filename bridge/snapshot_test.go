@@ -129,3 +129,16 @@ func TestActionValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestParseJobIDReadsWhatStringWrites(t *testing.T) {
+	for _, id := range []JobID{0, 7, 4294967295} {
+		if got, err := ParseJobID(id.String()); err != nil || got != id {
+			t.Errorf("ParseJobID(%q) = %d, %v; want %d", id.String(), got, err, id)
+		}
+	}
+	for _, s := range []string{"", "07", "+7", " 7", "7 ", "-1", "4294967296", "130_2", "x"} {
+		if got, err := ParseJobID(s); err == nil {
+			t.Errorf("ParseJobID(%q) = %d, want an error", s, got)
+		}
+	}
+}

@@ -305,7 +305,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 // anything, so the step plans on what the resends changed), and a second
 // read when many managed jobs vanished at once (returned with the jobs
 // that vanished from the first).
-func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, []string, error) {
+func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, []bridge.JobID, error) {
 	start := d.Clock.Now()
 	snap, err := d.Slurm.Snapshot(ctx)
 	rep.Snapshot = d.Clock.Now().Sub(start)
@@ -332,7 +332,7 @@ func (d *Daemon) read(ctx context.Context, rep *RoundReport) (*bridge.Snapshot, 
 }
 
 // step works out the round on its view, timing the solver.
-func (d *Daemon) step(snap *bridge.Snapshot, vanished []string, snapErr error, start time.Time, rep *RoundReport) (*sched.Proposal, time.Duration) {
+func (d *Daemon) step(snap *bridge.Snapshot, vanished []bridge.JobID, snapErr error, start time.Time, rep *RoundReport) (*sched.Proposal, time.Duration) {
 	var solve time.Duration
 	solver := func(p *policy.Problem) (*policy.Allocation, error) {
 		t0 := d.Clock.Now()
@@ -548,8 +548,8 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		case b.lost[i]:
 			// Left pending in the journal: reconciliation settles it.
 			outcomes[i] = sched.Lost
-			d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: actions[i].Job.String(),
-				Created: entries[i].Created, Pending: true, Seq: entries[i].Seq, Action: actions[i]})
+			d.unanswered = append(d.unanswered, sched.JournalEntry{Created: entries[i].Created, Pending: true,
+				Seq: entries[i].Seq, Action: actions[i]})
 			continue
 		case o.Err != "":
 			outcomes[i] = sched.Refused
@@ -809,7 +809,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 				broken[r.Action.Job] = true
 				verdicts[r.Entry.Seq] = sched.Lost
 				d.count(r.Action, "unanswered")
-				d.unanswered = append(d.unanswered, sched.JournalEntry{JobID: r.Entry.JobID, Created: r.Entry.Created,
+				d.unanswered = append(d.unanswered, sched.JournalEntry{Created: r.Entry.Created,
 					Pending: true, Seq: r.Entry.Seq, Action: r.Action})
 				break
 			}

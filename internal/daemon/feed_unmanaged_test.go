@@ -37,10 +37,10 @@ func TestUnmanagedJobsAreNotMeasured(t *testing.T) {
 		}
 		h.d.RunRound(context.Background())
 	}
-	if _, ok := measured.StepsDone(managed.String()); !ok {
+	if _, ok := measured.StepsDone(managed); !ok {
 		t.Fatalf("managed job %d: no progress taken in", managed)
 	}
-	if _, ok := measured.StepsDone(plain.String()); ok {
+	if _, ok := measured.StepsDone(plain); ok {
 		t.Errorf("unmanaged job %d: its progress was taken in, and nothing forgets it when it ends", plain)
 	}
 	for _, id := range []bridge.JobID{managed, plain} {
@@ -52,7 +52,7 @@ func TestUnmanagedJobsAreNotMeasured(t *testing.T) {
 		h.clock.now = h.clock.now.Add(time.Minute)
 		h.d.RunRound(context.Background())
 	}
-	if _, ok := measured.StepsDone(managed.String()); ok {
+	if _, ok := measured.StepsDone(managed); ok {
 		t.Errorf("finished managed job %d still known to the estimator", managed)
 	}
 }

@@ -66,10 +66,15 @@ func (m *Measured) Rates(job sched.JobQuery, types []string, now time.Time) (str
 	return name, out
 }
 
+var (
+	_ sched.Progress      = (*Measured)(nil)
+	_ sched.FirstProgress = (*Measured)(nil)
+)
+
 // StepsDone implements sched.Progress: the job's latest reported
 // cumulative steps.
-func (m *Measured) StepsDone(jobID string) (int64, bool) {
-	done, _, ok := m.est.StepsDone(jobID)
+func (m *Measured) StepsDone(job bridge.JobID) (int64, bool) {
+	done, _, ok := m.est.StepsDone(job.String())
 	return done, ok
 }
 
@@ -78,10 +83,10 @@ func (m *Measured) StepsDone(jobID string) (int64, bool) {
 // start. The collectors report a rate from a run's second interval with
 // progress on (the first one's rate holds the start-up), so this is late
 // by up to one collector interval.
-func (m *Measured) FirstProgress(jobID string, start time.Time) (time.Time, bool) {
+func (m *Measured) FirstProgress(job bridge.JobID, start time.Time) (time.Time, bool) {
 	m.firstMu.Lock()
 	defer m.firstMu.Unlock()
-	f, ok := m.firsts[jobID]
+	f, ok := m.firsts[job.String()]
 	if !ok || !f.start.Equal(start) {
 		return time.Time{}, false
 	}
@@ -402,10 +407,10 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		}
 	}
 	for _, iv := range intervals {
-		jid, err := sched.ParseJobID(iv.job)
+		jid, err := bridge.ParseJobID(iv.job) // as the collector wrote it
 		j, ok := snap.Job(jid)
 		if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != iv.gpuType ||
-			!slices.Contains(j.RunningNodes, iv.node) || !d.Core.Tracks(iv.job) {
+			!slices.Contains(j.RunningNodes, iv.node) || !d.Core.Tracks(jid) {
 			dropped++
 			continue
 		}

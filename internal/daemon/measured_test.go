@@ -305,8 +305,8 @@ func TestReportQueueFeedsWhatTheEstimatorNeeds(t *testing.T) {
 				t.Errorf("through the queue %.4f steps/s, every interval %.4f: %.2f%% apart",
 					got["v100"].StepsPerSecond, want["v100"].StepsPerSecond, 100*d)
 			}
-			gotDone, _ := measured.StepsDone(id.String())
-			wantDone, _ := ref.StepsDone(id.String())
+			gotDone, _ := measured.StepsDone(id)
+			wantDone, _ := ref.StepsDone(id)
 			if gotDone != wantDone {
 				t.Errorf("steps done %d, want %d", gotDone, wantDone)
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/bridge/fake"
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
-	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 )
 
 // fakeChecker answers the daemon's checks of its requeue path.
@@ -172,7 +171,7 @@ func TestFailingRequeueStopsPreemptionUntilARequeueWorks(t *testing.T) {
 	p := h.board.Status().Preemption
 	waiting := map[bridge.JobID]bool{}
 	for _, w := range p.Waiting {
-		id, _ := sched.ParseJobID(w.JobID)
+		id, _ := bridge.ParseJobID(w.JobID)
 		waiting[id] = strings.Contains(w.Error, "denied")
 	}
 	if p.Enabled || !p.Failing || len(waiting) != len(signalled) {

@@ -91,7 +91,7 @@ func TestFirstProgressPerRun(t *testing.T) {
 			if tc.forgets {
 				m.Forget("7")
 			}
-			got, ok := m.FirstProgress("7", tc.askFor)
+			got, ok := m.FirstProgress(7, tc.askFor)
 			if ok != tc.wantOK || !got.Equal(tc.want) {
 				t.Errorf("first progress %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
 			}

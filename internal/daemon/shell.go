@@ -43,7 +43,7 @@ func journalEntries(entries []store.Entry) []sched.JournalEntry {
 		if err := json.Unmarshal(e.Payload, &a); err != nil {
 			continue
 		}
-		out = append(out, sched.JournalEntry{JobID: e.JobID, Created: e.Created, Failed: e.State == store.Failed,
+		out = append(out, sched.JournalEntry{Created: e.Created, Failed: e.State == store.Failed,
 			Pending: e.State == store.Pending, Seq: e.Seq, Action: a})
 	}
 	return out

@@ -8,15 +8,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
-// ParseJobID reads a Slurm job id written in decimal.
-func ParseJobID(s string) (bridge.JobID, error) {
-	var id uint32
-	if _, err := fmt.Sscanf(s, "%d", &id); err != nil || fmt.Sprint(id) != s {
-		return 0, fmt.Errorf("job id %q is not a Slurm job id", s)
-	}
-	return bridge.JobID(id), nil
-}
-
 func (c *Core) inPartitions(names ...string) bool {
 	if len(c.set.Partitions) == 0 {
 		return true
@@ -141,7 +132,7 @@ func (c *Core) managed(j bridge.Job) (ok bool, why string) {
 	if ok, why = c.eligible(j); ok {
 		return true, ""
 	}
-	return c.keepsAdmission(c.jobs[j.ID.String()], j), why
+	return c.keepsAdmission(c.jobs[keyOf(j.ID)], j), why
 }
 
 // holdOwner says whose hold keeps a job the daemon did not hold.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -22,9 +20,9 @@ import (
 // users' jobs to make room for the rest of its tasks.
 //
 // An array therefore counts as its waiting tasks. Each waiting task is a
-// job of its own to the policy and the rounds, under the key
-// "ARRAY_TASK" (a slot; never a Slurm job id, so never confused with
-// one), with the array record's request, tag and arrival. After a round
+// job of its own to the policy and the rounds, a slot (slotKey; named
+// "ARRAY_TASK" there, never a Slurm job id, so never confused with one),
+// with the array record's request, tag and arrival. After a round
 // the daemon counts the slots chosen and lets Slurm start that many:
 // it sets the array's limit on tasks running at once (ArrayTaskThrottle)
 // to the tasks the plan runs (those running that it keeps, its tasks on
@@ -50,24 +48,6 @@ import (
 // daemon's work per round in proportion to the cluster.
 const maxArraySlots = 1024
 
-// slotKey is the key of task t of array a while it waits in the array's
-// record: Slurm's own name for the task.
-func slotKey(a bridge.JobID, t uint32) string { return fmt.Sprintf("%d_%d", a, t) }
-
-// parseSlotKey reads a slot key; false for anything else (job ids).
-func parseSlotKey(s string) (bridge.JobID, uint32, bool) {
-	a, t, ok := strings.Cut(s, "_")
-	if !ok {
-		return 0, 0, false
-	}
-	array, err := ParseJobID(a)
-	task, err2 := strconv.ParseUint(t, 10, 32)
-	if err != nil || err2 != nil || strconv.FormatUint(task, 10) != t {
-		return 0, 0, false
-	}
-	return array, uint32(task), true
-}
-
 // arrayRunning counts each array's tasks that hold GPUs now.
 func arrayRunning(snap *bridge.Snapshot) map[bridge.JobID]int {
 	out := map[bridge.JobID]int{}
@@ -82,17 +62,17 @@ func arrayRunning(snap *bridge.Snapshot) map[bridge.JobID]int {
 // syncArray brings a managed array's record and its slots up to date:
 // whose hold keeps the record, and which of its waiting tasks the rounds
 // schedule. seen collects the slots' keys.
-func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Time, seen map[string]bool) {
-	id := j.ID.String()
+func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Time, seen map[jobKey]bool) {
+	key := keyOf(j.ID)
 	if head != nil && !j.Held {
 		head.heldByDaemon = false // whatever hold the daemon sent is gone
 	}
 	if head == nil && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
-		head = c.track(id, now)
+		head = c.track(key, now)
 		head.heldByDaemon = true
 	}
 	if head == nil {
-		head = c.track(id, now)
+		head = c.track(key, now)
 	}
 	head.arrayHead, head.tag, head.heldBy, head.slots = true, j.Tag, "", nil
 	c.noteArray(j)
@@ -111,12 +91,12 @@ func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Tim
 		head.arrayRoom = min(len(ids), max(u-running, 0))
 	}
 	for _, t := range ids[:head.arrayRoom] {
-		key := slotKey(j.ArrayJobID, t)
-		seen[key] = true
-		head.slots = append(head.slots, key)
-		js := c.jobs[key]
+		slot := slotKey(j.ArrayJobID, t)
+		seen[slot] = true
+		head.slots = append(head.slots, slot)
+		js := c.jobs[slot]
 		if js == nil {
-			js = c.track(key, head.firstSeen)
+			js = c.track(slot, head.firstSeen)
 		}
 		js.arrayOf = j.ID
 		c.schedule(j, js, now)
@@ -195,10 +175,10 @@ func (t *arrayTally) tallySlot(d *rounds.Decision) {
 // actions on the array's record (see the top of this file), and keeps
 // the limit of arrays whose tasks all have records of their own out of
 // the way. tallies are the slots' decisions by array record.
-func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies map[bridge.JobID]*arrayTally) []Action {
-	decisions := make(map[string]*rounds.Decision, len(plan.Decisions))
-	for i := range plan.Decisions {
-		decisions[plan.Decisions[i].Job] = &plan.Decisions[i]
+func (c *Core) arrayActions(snap *bridge.Snapshot, plan []keyedDecision, tallies map[bridge.JobID]*arrayTally) []Action {
+	decisions := make(map[jobKey]*rounds.Decision, len(plan))
+	for _, d := range plan {
+		decisions[d.key] = d.Decision
 	}
 	managed := map[bridge.JobID]bool{}
 	records := map[bridge.JobID]bridge.Job{} // each array's own record, when it holds tasks
@@ -206,7 +186,7 @@ func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies ma
 		if j.ArrayJobID == 0 || !j.Active() {
 			continue
 		}
-		js := c.jobs[j.ID.String()]
+		js := c.jobs[keyOf(j.ID)]
 		if js != nil {
 			managed[j.ArrayJobID] = true
 		}
@@ -221,7 +201,7 @@ func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies ma
 			}
 			continue
 		}
-		d := decisions[j.ID.String()]
+		d := decisions[keyOf(j.ID)]
 		switch {
 		case isRunning(j) && (d == nil || !d.Stops() || d.Starts()):
 			// Slurm counts every running task against the limit, the
@@ -229,7 +209,7 @@ func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies ma
 			// manage) included; one the round moves runs again once
 			// requeued. Only those it stops free their place.
 			t.runs++
-		case j.State == bridge.JobPending && d != nil && d.Starts() && !c.teWaiting(j.ID.String()):
+		case j.State == bridge.JobPending && d != nil && d.Starts() && !c.teWaiting(j.ID):
 			// Started by the round: chosen, or a requeued task it
 			// restarts on a type (translate's placeRequeued).
 			t.runs++
@@ -262,7 +242,7 @@ func (c *Core) arrayActions(snap *bridge.Snapshot, plan *rounds.Plan, tallies ma
 // arrayRecordActions are the actions on array record m for the round's
 // tally t; u is its user's limit (0: none).
 func (c *Core) arrayRecordActions(m bridge.Job, t *arrayTally, u int) []Action {
-	head := c.jobs[m.ID.String()]
+	head := c.jobs[keyOf(m.ID)]
 	gpuType, k := "", 0
 	for _, typ := range t.order { // the first type chosen wins ties
 		if t.chosen[typ] > k {

@@ -48,8 +48,8 @@ func TestArrayCountsAsItsWaitingTasks(t *testing.T) {
 		t.Errorf("policy rows %v, want the array's 8 waiting tasks and jobs 5 and 6", rows)
 	}
 	chosen := 0
-	for _, key := range []string{"130_0", "130_1", "130_2", "130_3", "130_4", "130_5", "130_6", "130_7"} {
-		if js := c.jobs[key]; js != nil && js.decision == "run" {
+	for task := range uint32(8) {
+		if js := c.jobs[slotKey(130, task)]; js != nil && js.decision == "run" {
 			chosen++
 		}
 	}
@@ -201,11 +201,11 @@ func TestArrayTaskKeepsTheArraysArrival(t *testing.T) {
 	rec := arrayRecord(130, "1", 2, tag)
 	rec.Constraints, rec.Priority = "p100", RunPriority
 	res = step(c, snapshot(t, later, []bridge.Node{node("p1", "p100", 4, 1)}, rec, task), later, c.Solve)
-	if js := c.jobs["131"]; js == nil || !js.firstSeen.Equal(epoch) {
+	if js := c.jobs[keyOf(131)]; js == nil || !js.firstSeen.Equal(epoch) {
 		t.Fatalf("task 0's record: %+v, want it to arrive at %v", js, epoch)
 	}
-	if c.jobs["130_0"] != nil || c.jobs["130_1"] == nil {
-		t.Errorf("slots after task 0 started: 130_0 %v, 130_1 %v", c.jobs["130_0"] != nil, c.jobs["130_1"] != nil)
+	if c.jobs[slotKey(130, 0)] != nil || c.jobs[slotKey(130, 1)] == nil {
+		t.Errorf("slots after task 0 started: 130_0 %v, 130_1 %v", c.jobs[slotKey(130, 0)] != nil, c.jobs[slotKey(130, 1)] != nil)
 	}
 	for _, id := range res.Forget {
 		if strings.Contains(id, "_") {
@@ -267,13 +267,13 @@ func TestArrayTasksGetRatesOnNewTypes(t *testing.T) {
 	c := newCore(t, arraySettings())
 	rec := arrayRecord(130, "0-3", 0, tag)
 	step(c, snapshot(t, epoch, []bridge.Node{node("p1", "p100", 1, 1)}, rec, running(5, tag, "p1", "p100", 0)), epoch, c.Solve)
-	if r := c.jobs["130_0"].throughputs["v100"]; r != 0 {
+	if r := c.jobs[slotKey(130, 0)].throughputs["v100"]; r != 0 {
 		t.Fatalf("v100 rate %v before any v100 node", r)
 	}
 	now := epoch.Add(time.Minute)
 	rec.Held, rec.Reason = true, "JobHeldAdmin"
 	step(c, snapshot(t, now, []bridge.Node{node("p1", "p100", 1, 1), node("v1", "v100", 1, 0)}, rec, running(5, tag, "p1", "p100", 0)), now, c.Solve)
-	if r := c.jobs["130_0"].throughputs["v100"]; r <= 0 {
+	if r := c.jobs[slotKey(130, 0)].throughputs["v100"]; r <= 0 {
 		t.Errorf("v100 rate %v once a v100 node came", r)
 	}
 }
@@ -319,8 +319,8 @@ func TestArrayLimitLeavesOutStoppedTasks(t *testing.T) {
 		}
 	}
 	chosen := 0
-	for _, key := range []string{"130_2", "130_3", "130_4", "130_5", "130_6", "130_7"} {
-		if js := c.jobs[key]; js != nil && js.decision == "run" {
+	for task := uint32(2); task < 8; task++ {
+		if js := c.jobs[slotKey(130, task)]; js != nil && js.decision == "run" {
 			chosen++
 		}
 	}

@@ -105,7 +105,7 @@ func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
 	var usages []rounds.Usage
 	types := nodeTypes(snap)
 	for _, j := range snap.Jobs {
-		js := c.jobs[j.ID.String()]
+		js := c.jobs[keyOf(j.ID)]
 		if mix := c.mixOf(j, types); mix != nil && js != nil && js.scale != 0 {
 			usages = append(usages, c.creditMix(js, j, mix, gap, now)...)
 			continue
@@ -118,7 +118,7 @@ func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
 			d = max(now.Sub(j.StartTime), 0)
 		}
 		js.received[j.RunningGPUType] += d.Seconds()
-		usages = append(usages, rounds.Usage{Key: js.id, Type: j.RunningGPUType, Seconds: d.Seconds()})
+		usages = append(usages, rounds.Usage{Key: js.name, Type: j.RunningGPUType, Seconds: d.Seconds()})
 	}
 	// Usages on types the mechanism does not know (a node that just left)
 	// are dropped rather than failing the round.
@@ -144,7 +144,7 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 	var out []rounds.Assignment
 	var types map[string]string
 	for _, j := range snap.Jobs {
-		js := c.jobs[j.ID.String()]
+		js := c.jobs[keyOf(j.ID)]
 		if js == nil || js.scale == 0 || !isRunning(j) {
 			continue
 		}
@@ -155,11 +155,11 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 			if c.mixOf(j, types) != nil {
 				// On a mix of types: it keeps those GPUs until it ends,
 				// and must not be selected for, and hold, other GPUs.
-				out = append(out, rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Pin: rounds.PinOutside})
+				out = append(out, rounds.Assignment{Key: js.name, Jobs: []string{js.name}, Pin: rounds.PinOutside})
 				continue
 			}
 		}
-		a := rounds.Assignment{Key: js.id, Jobs: []string{js.id}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now),
+		a := rounds.Assignment{Key: js.name, Jobs: []string{js.name}, Type: j.RunningGPUType, Pin: c.pinOf(js, j, now),
 			Since: seconds(runSince(js, j))}
 		per := perNode(j)
 		fits := true

@@ -95,7 +95,10 @@ const instanceMarks = 1000
 
 // jobState is what the core tracks about one managed, active job.
 type jobState struct {
-	id          string
+	key jobKey
+	// name is key.String(): the job's name to the rounds, the policy,
+	// the store and status.
+	name        string
 	model       string // resolved table model, or the tag's text
 	scale       int
 	throughputs map[string]float64
@@ -147,15 +150,14 @@ type jobState struct {
 	// single is a mixed=ok job's own GPU request (Nodes, GPUsPerNode or
 	// GPUs), kept to give it back when a mix ends (mixed.go).
 	single bridge.Action
-	// arrayOf is set on a job array's waiting task (a slot, keyed
-	// ARRAY_TASK): the array's record, which Slurm acts on for it
-	// (arrays.go).
+	// arrayOf is set on a job array's waiting task (a slot): the array's
+	// record, which Slurm acts on for it (arrays.go).
 	arrayOf bridge.JobID
 	// arrayHead is set on a job array's record while it holds tasks not
 	// started; slots are the keys of those that compete, arrayWaiting
 	// how many wait in all and arrayRoom how many compete.
 	arrayHead               bool
-	slots                   []string
+	slots                   []jobKey
 	arrayWaiting, arrayRoom int
 }
 
@@ -270,7 +272,7 @@ func (c *Core) RestoreState(s State) {
 	c.lastRound = s.LastRound
 	c.allocation, c.allocationComputed, c.fallback = s.Allocation, s.AllocationComputed, s.AllocationFallback
 	for a, u := range s.ArrayLimits {
-		if id, err := ParseJobID(a); err == nil {
+		if id, err := bridge.ParseJobID(a); err == nil {
 			if c.arrayLimits == nil {
 				c.arrayLimits = map[bridge.JobID]int{}
 			}
@@ -319,8 +321,8 @@ func NewCore(set Settings, est Estimator) (*Core, error) {
 		standIn:    standIn,
 		est:        est,
 		roundState: roundState{pcg: pcg, shuffle: rand.New(pcg)},
-		jobTable:   jobTable{jobs: map[string]*jobState{}},
-		teClaims:   teClaims{teWaits: map[string]teWait{}, teTried: map[string]bool{}},
+		jobTable:   jobTable{jobs: map[jobKey]*jobState{}},
+		teClaims:   teClaims{teWaits: map[bridge.JobID]teWait{}, teTried: map[bridge.JobID]bool{}},
 	}, nil
 }
 
@@ -384,8 +386,9 @@ type Action struct {
 	Restarts int
 	// ForTE names the trial-and-error job a preemption's signal or
 	// requeue makes room for, so that a restart that finds it only in
-	// the journal keeps the room claimed (RestoreJournal).
-	ForTE string `json:",omitempty"`
+	// the journal keeps the room claimed (RestoreJournal). The journal
+	// spells it as a JSON string.
+	ForTE bridge.JobID `json:",omitempty,string"`
 }
 
 // Solver computes the allocation; the shell passes one that times the
@@ -402,7 +405,7 @@ type Input struct {
 	// Vanished are the managed jobs an earlier read of this round did
 	// not show (Check's Trust.Vanished): the same jobs missing from Snap
 	// are taken as gone.
-	Vanished []string
+	Vanished []bridge.JobID
 }
 
 // Step works out one round on in.Snap at in.Now and proposes it; the
@@ -494,6 +497,26 @@ func (w *Core) step(in Input, p *Proposal) {
 	w.lastRound = now
 }
 
+// keyedDecision is a plan's decision with the key of the job it is for.
+type keyedDecision struct {
+	key jobKey
+	*rounds.Decision
+}
+
+// keyed is the plan's decisions for tracked jobs, in the plan's order:
+// the rounds name jobs by jobState.name, and this is where the names
+// become keys again.
+func (c *Core) keyed(plan *rounds.Plan) []keyedDecision {
+	keys := c.byName()
+	out := make([]keyedDecision, 0, len(plan.Decisions))
+	for i := range plan.Decisions {
+		if key, ok := keys[plan.Decisions[i].Job]; ok {
+			out = append(out, keyedDecision{key, &plan.Decisions[i]})
+		}
+	}
+	return out
+}
+
 // loadRestored hands the round mechanism the state saved by an earlier
 // run, on the first round after a restart (RestoreState).
 func (w *Core) loadRestored() {
@@ -519,8 +542,8 @@ func (w *Core) loadRestored() {
 func (w *Core) placedAlready(snap *bridge.Snapshot, now time.Time) []rounds.Assignment {
 	running := w.running(snap, now)
 	for _, id := range slices.Sorted(maps.Keys(w.teWaits)) {
-		if js := w.jobs[id]; js != nil && js.scale != 0 {
-			running = append(running, rounds.Assignment{Key: id, Jobs: []string{id}, Pin: rounds.PinOutside})
+		if js := w.jobs[keyOf(id)]; js != nil && js.scale != 0 {
+			running = append(running, rounds.Assignment{Key: js.name, Jobs: []string{js.name}, Pin: rounds.PinOutside})
 		}
 	}
 	return running
@@ -584,12 +607,12 @@ func (r queuedRelease) due(snap *bridge.Snapshot, c *Core) bool {
 		return true
 	}
 	j, ok := snap.Job(r.Job)
-	return ok && j.State == bridge.JobPending && j.Held && c.jobs[r.Job.String()] == nil
+	return ok && j.State == bridge.JobPending && j.Held && c.jobs[keyOf(r.Job)] == nil
 }
 
 // Tracks reports whether the core keeps a record of job id: a managed job
 // from its first round until it is forgotten.
-func (c *Core) Tracks(id string) bool { return c.jobs[id] != nil }
+func (c *Core) Tracks(id bridge.JobID) bool { return c.jobs[keyOf(id)] != nil }
 
 // Round is the number of the last round stepped.
 func (c *Core) Round() uint64 { return c.round }

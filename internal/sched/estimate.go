@@ -77,12 +77,12 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	}
 	c.ratesSig, c.estVersion = c.typesSig, version
 	changed := false
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js == nil || js.scale == 0 {
 			continue
 		}
-		j, ok := jobByID(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok && js.arrayOf != 0 {
 			j, ok = snap.Job(js.arrayOf) // a job array's waiting task: its array's record
 		}
@@ -95,7 +95,7 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 			js.source = source
 			continue
 		}
-		if err := c.mech.SetThroughputs(id, rates); err != nil {
+		if err := c.mech.SetThroughputs(js.name, rates); err != nil {
 			continue
 		}
 		js.throughputs, js.source, changed = rates, source, true
@@ -139,7 +139,7 @@ type Estimator interface {
 type Progress interface {
 	// StepsDone is the job's latest reported cumulative step count;
 	// false when it reported none.
-	StepsDone(jobID string) (int64, bool)
+	StepsDone(job bridge.JobID) (int64, bool)
 }
 
 // Versioned is an Estimator whose answers change as it learns: Version

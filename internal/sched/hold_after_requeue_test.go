@@ -55,7 +55,7 @@ func TestFailedHoldAfterLandedRequeueHoldKeepsTheHoldTheDaemons(t *testing.T) {
 			})
 			now = now.Add(time.Minute)
 			step(c, snapshot(t, now, nodes, requeued, running(2, tag, "a1", "v100", 0)), now, c.Solve)
-			if js := c.jobs["1"]; js.heldBy != "" || js.scale == 0 {
+			if js := c.jobs[keyOf(1)]; js.heldBy != "" || js.scale == 0 {
 				t.Errorf("job 1, held by the daemon's requeue-hold: heldBy %q, in the mechanism %t; want the daemon's hold, scheduled",
 					js.heldBy, js.scale != 0)
 			}
@@ -94,6 +94,6 @@ func TestJobBlockedOnlyByTheDaemonsConstraintIsPlacedAgain(t *testing.T) {
 	}
 	if !moved {
 		t.Errorf("job 2, constrained to v100 by the daemon, whose v100 node drained: never moved to the idle k80 (reason %q)",
-			c.jobs["2"].reason)
+			c.jobs[keyOf(2)].reason)
 	}
 }

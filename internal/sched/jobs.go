@@ -16,17 +16,23 @@ import (
 // first Step.
 func (c *Core) Restore(records map[string]Record, round uint64) {
 	c.round = round
-	for id, r := range records {
-		if _, _, ok := parseSlotKey(id); ok {
-			continue // slots are never saved (records): not one of the daemon's
+	for name, r := range records {
+		id, err := bridge.ParseJobID(name)
+		if err != nil {
+			// Slots are never saved (records); any other name is no job
+			// the daemon could have saved: the first round forgets it.
+			c.strays = append(c.strays, name)
+			continue
 		}
-		js := &jobState{id: id, firstSeen: r.FirstSeen, received: copyMap(r.Received),
+		key := keyOf(id)
+		forTE, _ := bridge.ParseJobID(r.GraceForTE) // 0 for none ("")
+		js := &jobState{key: key, name: name, firstSeen: r.FirstSeen, received: copyMap(r.Received),
 			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt),
 			restartMeasured: time.Duration(r.RestartCostS * float64(time.Second))}
 		js.heldByDaemon = r.HeldByDaemon
 		if !r.GraceStart.IsZero() {
 			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget,
-				restarts: r.GraceRestarts, forTE: r.GraceForTE}
+				restarts: r.GraceRestarts, forTE: forTE}
 			if js.pre.phase == notPreempted {
 				js.pre.phase = inGrace // saved before phases were recorded
 			}
@@ -34,52 +40,54 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 		if js.received == nil {
 			js.received = map[string]float64{}
 		}
-		c.jobs[id] = js
-		c.order = append(c.order, id)
+		c.jobs[key] = js
+		c.order = append(c.order, key)
 	}
-	// Arrival order of restored jobs: by first sighting, then id.
+	// Arrival order of restored jobs: by first sighting, then name.
 	sort.Slice(c.order, func(i, j int) bool {
 		a, b := c.jobs[c.order[i]], c.jobs[c.order[j]]
 		if !a.firstSeen.Equal(b.firstSeen) {
 			return a.firstSeen.Before(b.firstSeen)
 		}
-		return a.id < b.id
+		return a.name < b.name
 	})
 }
 
 // syncJobs adds arriving managed jobs to the mechanism and removes those
-// that finished or left; it returns the ids to forget.
+// that finished or left; it returns the names to forget.
 func (c *Core) syncJobs(snap *bridge.Snapshot, now time.Time) []string {
-	seen := map[string]bool{}
+	seen := map[jobKey]bool{}
 	var running map[bridge.JobID]int
 	for _, j := range snap.Jobs {
 		ok, _ := c.managed(j)
-		id := j.ID.String()
-		js := c.jobs[id]
+		key := keyOf(j.ID)
+		js := c.jobs[key]
 		if ok && j.HoldsArrayTasks() && j.State == bridge.JobPending {
 			// A job array's tasks not started: each one a job (arrays.go).
 			if running == nil {
 				running = arrayRunning(snap)
 			}
-			seen[id] = true
+			seen[key] = true
 			c.syncArray(j, js, running[j.ArrayJobID], now, seen)
 			continue
 		}
 		if ok && !j.Active() && js != nil && js.pre.phase != notPreempted && endedInGrace(j) {
 			// Ended during its grace period: preempted, not finished; it
 			// stays tracked until its requeue lands (advance).
-			seen[id] = true
+			seen[key] = true
 			continue
 		}
 		if !ok || !j.Active() {
 			continue
 		}
-		seen[id] = true
+		seen[key] = true
 		c.noteArray(j)
 		c.syncJob(j, js, now)
-		c.noteSingleShape(j, c.jobs[id])
+		c.noteSingleShape(j, c.jobs[key])
 	}
-	return c.forgetUnseen(snap, seen, seconds(now))
+	forget := c.forgetUnseen(snap, seen, seconds(now))
+	forget, c.strays = append(forget, c.strays...), nil
+	return forget
 }
 
 // keepsAdmission says whether a job the daemon scheduled stays managed
@@ -113,7 +121,7 @@ func (c *Core) keepsAdmission(js *jobState, j bridge.Job) bool {
 // syncJob brings one live managed job up to date: whose hold keeps it,
 // and whether the mechanism schedules it.
 func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
-	id := j.ID.String()
+	key := keyOf(j.ID)
 	if js != nil {
 		// The last task of an array takes over the array's record and
 		// id: from then on it is a job like any other.
@@ -127,14 +135,14 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 	if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
 		// Recovery: the hold is taken for one the daemon sent and lost
 		// the record of; the job is scheduled like any other.
-		js = c.track(id, now)
+		js = c.track(key, now)
 		js.heldByDaemon = true
 	}
 	if j.State == bridge.JobPending && j.Held && (js == nil || !js.heldByDaemon) {
 		// Held by its user or an admin: left as Slurm has it and kept out
 		// of the allocation until released.
 		if js == nil {
-			js = c.track(id, now)
+			js = c.track(key, now)
 		}
 		js.heldBy = holdOwner(j)
 		js.decision, js.reason = "", js.heldBy
@@ -142,7 +150,7 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		return
 	}
 	if js == nil {
-		js = c.track(id, now)
+		js = c.track(key, now)
 		if j.IsArrayTask() {
 			if slot := c.jobs[slotKey(j.ArrayJobID, j.ArrayTaskID)]; slot != nil {
 				// A task just out of its array's record: it arrived with
@@ -189,7 +197,7 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	js.noRequeue = false
 	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
-	if err := c.mech.AddJob(rounds.Job{ID: js.id, ScaleFactor: js.scale, Throughputs: js.throughputs,
+	if err := c.mech.AddJob(rounds.Job{ID: js.name, ScaleFactor: js.scale, Throughputs: js.throughputs,
 		RestartCost: c.restartCost(js).Seconds()}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on
 		// a job the mechanism does not know.
@@ -198,65 +206,66 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	}
 }
 
-// jobByID is the snapshot's record of a tracked job, false when the id
-// does not parse or the snapshot does not show the job.
-func jobByID(snap *bridge.Snapshot, id string) (bridge.Job, bool) {
-	jid, err := ParseJobID(id)
-	if err != nil {
+// jobOf is the snapshot's record of a tracked job, false for a slot
+// (no Slurm job) or a job the snapshot does not show.
+func jobOf(snap *bridge.Snapshot, key jobKey) (bridge.Job, bool) {
+	id, ok := key.Job()
+	if !ok {
 		return bridge.Job{}, false
 	}
-	return snap.Job(jid)
+	return snap.Job(id)
 }
 
-// track starts tracking job id, first seen now.
-func (c *Core) track(id string, now time.Time) *jobState {
-	js := &jobState{id: id, firstSeen: now, received: map[string]float64{}}
-	if a, _, ok := parseSlotKey(id); ok {
-		js.arrayOf = a
+// track starts tracking the job of key, first seen now.
+func (c *Core) track(key jobKey, now time.Time) *jobState {
+	js := &jobState{key: key, name: key.String(), firstSeen: now, received: map[string]float64{}}
+	if key.slot {
+		js.arrayOf = key.id
 	}
-	c.jobs[id] = js
-	c.order = append(c.order, id)
+	c.jobs[key] = js
+	c.order = append(c.order, key)
 	return js
 }
 
 // unschedule takes a job out of the mechanism, if it is in.
 func (c *Core) unschedule(js *jobState, now float64) {
 	if js.scale != 0 {
-		c.mech.RemoveJob(js.id, now) //nolint:errcheck // known to the mechanism
+		c.mech.RemoveJob(js.name, now) //nolint:errcheck // known to the mechanism
 		js.scale = 0
 	}
 }
 
 // forgetUnseen drops the tracked jobs that are no longer live and
 // managed, releasing the daemon's holds on those still in Slurm; it
-// returns their ids.
-func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now float64) []string {
+// returns their names.
+func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[jobKey]bool, now float64) []string {
 	var forget []string
 	kept := c.order[:0]
-	for _, id := range c.order {
-		js := c.jobs[id]
-		if seen[id] {
+	for _, key := range c.order {
+		js := c.jobs[key]
+		if seen[key] {
 			js.absent, js.replayed = false, false
-			kept = append(kept, id)
+			kept = append(kept, key)
 			continue
 		}
 		c.unschedule(js, now)
-		if js.arrayOf != 0 {
+		id, isJob := key.Job()
+		if !isJob {
 			// A waiting task of an array that started (it has a record
 			// of its own now), was cancelled, or no longer competes: a
 			// slot is the daemon's alone, with nothing in Slurm or the
 			// store to keep.
-			delete(c.jobs, id)
+			delete(c.jobs, key)
 			continue
 		}
-		_, shown := jobByID(snap, id)
+		_, shown := snap.Job(id)
 		if !shown && !js.absent {
 			// Missing from this answer without Slurm saying it ended: one
 			// partial reply must not forget a job with its grace period
 			// or the daemon's hold. It is forgotten when the next round
 			// does not show it either (Slurm dropped it after MinJobAge).
 			js.absent = true
-			kept = append(kept, id)
+			kept = append(kept, key)
 			continue
 		}
 		if js.heldByDaemon {
@@ -268,30 +277,42 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[string]bool, now flo
 			// broken twice. The record of whose hold it is goes now, so
 			// the hold goes too, sent blind (a job that no longer exists
 			// makes it fail, which is harmless).
-			if jid, err := ParseJobID(id); err == nil {
-				c.released = append(c.released, queuedRelease{blind: true, Action: Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: jid},
-					Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts}})
-			}
+			c.released = append(c.released, queuedRelease{blind: true, Action: Action{Action: bridge.Action{Kind: bridge.ActRelease, Job: id},
+				Why: "hold released: the job is no longer in the managed partitions' answer", Restarts: js.pre.restarts}})
 		}
-		delete(c.jobs, id)
-		forget = append(forget, id)
+		delete(c.jobs, key)
+		forget = append(forget, js.name)
 	}
 	c.order = kept
 	return forget
 }
 
-// jobTable is the managed jobs: their state by id and their arrival order.
+// jobTable is the managed jobs: their state by key and their arrival
+// order.
 type jobTable struct {
-	jobs  map[string]*jobState
-	order []string // managed job ids in arrival order
+	jobs  map[jobKey]*jobState
+	order []jobKey // managed jobs in arrival order
+	// strays are the names of saved records that name no job (Restore),
+	// for the first round to forget.
+	strays []string
 }
 
 func (t jobTable) clone() jobTable {
-	jobs := make(map[string]*jobState, len(t.jobs))
+	jobs := make(map[jobKey]*jobState, len(t.jobs))
 	for id, js := range t.jobs {
 		jobs[id] = js.clone()
 	}
-	return jobTable{jobs: jobs, order: slices.Clone(t.order)}
+	return jobTable{jobs: jobs, order: slices.Clone(t.order), strays: slices.Clone(t.strays)}
+}
+
+// byName maps the name each tracked job has to the rounds, the policy and
+// the trial-and-error chooser back to its key.
+func (t jobTable) byName() map[string]jobKey {
+	out := make(map[string]jobKey, len(t.jobs))
+	for key, js := range t.jobs {
+		out[js.name] = key
+	}
+	return out
 }
 
 // releaseQueue is the releases (or the constraint changes before them) of
@@ -309,11 +330,7 @@ func (q releaseQueue) clone() releaseQueue { return releaseQueue{slices.Clone(q.
 // daemon's. The GPU type the daemon put in its constraint is removed
 // first, so the job goes back to Slurm's normal handling with its own
 // features only.
-func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
-	jid, err := ParseJobID(id)
-	if err != nil {
-		return
-	}
+func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, jid bridge.JobID) {
 	j, ok := snap.Job(jid)
 	if !ok || j.State != bridge.JobPending || !j.Held {
 		return
@@ -335,7 +352,7 @@ func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, id string) {
 // sent, so that their holds are told apart from the users'.
 func (c *Core) noteHolds(actions []Action) {
 	for _, a := range actions {
-		js := c.jobs[a.Job.String()]
+		js := c.jobs[keyOf(a.Job)]
 		if js == nil {
 			continue
 		}

@@ -59,10 +59,10 @@ type preemption struct {
 	// requeue that did not land is sent again once per round.
 	sentRound uint64
 	// forTE is the trial-and-error job the preemption makes room for
-	// (te.go): the job is then requeued to wait for a round, whatever the
-	// current plan says of it, and a round that chooses it again does
-	// not cancel the preemption.
-	forTE string
+	// (te.go; 0 for none): the job is then requeued to wait for a round,
+	// whatever the current plan says of it, and a round that chooses it
+	// again does not cancel the preemption.
+	forTE bridge.JobID
 }
 
 // ledger is what the daemon itself did to a job and must remember across
@@ -229,11 +229,11 @@ func (c *Core) advance(js *jobState, j bridge.Job, now time.Time, midRound bool)
 // targetOf is the type the current plan runs a job on, else the type its
 // preemption chose.
 func (c *Core) targetOf(js *jobState) string {
-	if js.pre.forTE != "" {
+	if js.pre.forTE != 0 {
 		return ""
 	}
 	if c.plan != nil {
-		if d := c.plan.Find(js.id); d != nil && d.Type != "" {
+		if d := c.plan.Find(js.name); d != nil && d.Type != "" {
 			return d.Type
 		}
 	}

@@ -29,12 +29,12 @@ func (w *Core) look(snap *bridge.Snapshot, now time.Time) []Action {
 	w.noteTypes(snap)
 	w.refreshTEClaims(snap, now)
 	var out []Action
-	for _, id := range w.order {
-		js := w.jobs[id]
+	for _, key := range w.order {
+		js := w.jobs[key]
 		if js.pre.phase == notPreempted && js.recheckAt.IsZero() {
 			continue
 		}
-		j, ok := jobByID(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok {
 			continue // gone: the next round forgets it
 		}
@@ -90,8 +90,8 @@ func (c *Core) NextGraceEnd(now time.Time) time.Time {
 			next = poll
 		}
 	}
-	for _, id := range c.order {
-		if c.jobs[id].pre.phase != notPreempted {
+	for _, key := range c.order {
+		if c.jobs[key].pre.phase != notPreempted {
 			if poll := now.Add(gracePoll); next.IsZero() || poll.Before(next) {
 				next = poll
 			}
@@ -113,8 +113,8 @@ func (c *Core) NextDeadline() time.Time {
 			next = t
 		}
 	}
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		earlier(js.recheckAt)
 		if js.pre.phase == inGrace {
 			earlier(js.pre.start.Add(c.graceOf(js)))

@@ -33,7 +33,7 @@ func TestPlaceMixesProperties(t *testing.T) {
 		}
 		snap := snapshot(t, epoch, nodes, jobs...)
 		step(c, snap, epoch, c.Solve)
-		var mixes map[string]mixChoice
+		var mixes map[jobKey]mixChoice
 		if c.plan != nil {
 			mixes = c.placeMixes(snap, c.plan) // the mixes the round chose
 		}

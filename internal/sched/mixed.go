@@ -183,13 +183,10 @@ func (c *Core) noteSingleShape(j bridge.Job, js *jobState) {
 
 // mixCandidate reports whether the plan's decision d leaves a job waiting
 // that may be placed on a mix.
-func (c *Core) mixCandidate(d *rounds.Decision, snap *bridge.Snapshot) (bridge.Job, *jobState, bool) {
-	js := c.jobs[d.Job]
-	if d.Action != rounds.Wait || js == nil || js.scale < 2 || js.heldBy != "" || c.teWaiting(d.Job) {
-		return bridge.Job{}, nil, false
-	}
-	jid, err := ParseJobID(d.Job)
-	if err != nil {
+func (c *Core) mixCandidate(d keyedDecision, snap *bridge.Snapshot) (bridge.Job, *jobState, bool) {
+	js := c.jobs[d.key]
+	jid, isJob := d.key.Job()
+	if d.Action != rounds.Wait || !isJob || js.scale < 2 || js.heldBy != "" || c.teWaiting(jid) {
 		return bridge.Job{}, nil, false
 	}
 	j, ok := snap.Job(jid)
@@ -208,7 +205,7 @@ func (c *Core) mixCandidate(d *rounds.Decision, snap *bridge.Snapshot) (bridge.J
 // placeMixes chooses mixes for the jobs the plan leaves waiting, on the
 // GPUs it leaves idle: the most owed job first (best priority, then
 // arrival), each only when no single type has room for it.
-func (c *Core) placeMixes(snap *bridge.Snapshot, plan *rounds.Plan) map[string]mixChoice {
+func (c *Core) placeMixes(snap *bridge.Snapshot, plan *rounds.Plan) map[jobKey]mixChoice {
 	type candidate struct {
 		job      bridge.Job
 		js       *jobState
@@ -216,8 +213,7 @@ func (c *Core) placeMixes(snap *bridge.Snapshot, plan *rounds.Plan) map[string]m
 		order    int
 	}
 	var cands []candidate
-	for i := range plan.Decisions {
-		d := &plan.Decisions[i]
+	for i, d := range c.keyed(plan) {
 		if j, js, ok := c.mixCandidate(d, snap); ok {
 			cands = append(cands, candidate{j, js, d.Reason.Priority, i})
 		}
@@ -230,9 +226,9 @@ func (c *Core) placeMixes(snap *bridge.Snapshot, plan *rounds.Plan) map[string]m
 	if err != nil {
 		return nil // a server listed twice: nothing is placed
 	}
-	out := map[string]mixChoice{}
+	out := map[jobKey]mixChoice{}
 	for _, cand := range cands {
-		job := hadar.Job{ID: cand.js.id, Scale: cand.js.scale, Rates: cand.js.throughputs}
+		job := hadar.Job{ID: cand.js.name, Scale: cand.js.scale, Rates: cand.js.throughputs}
 		if job.Scale > idle.Total() {
 			continue
 		}
@@ -243,7 +239,7 @@ func (c *Core) placeMixes(snap *bridge.Snapshot, plan *rounds.Plan) map[string]m
 		if err != nil || len(placed) != 1 || !hadar.Mixed(placed[0].Parts) {
 			continue
 		}
-		out[cand.js.id] = mixChoice{counts: hadar.Counts(placed[0].Parts), shape: shapeFor(cand.job.ID, placed[0].Parts, cand.js.scale)}
+		out[cand.js.key] = mixChoice{counts: hadar.Counts(placed[0].Parts), shape: shapeFor(cand.job.ID, placed[0].Parts, cand.js.scale)}
 	}
 	return out
 }
@@ -336,14 +332,14 @@ func nodeTypes(snap *bridge.Snapshot) map[string]string {
 // applyMixes turns the round's actions for the jobs given a mix from a
 // hold into the mix's actions, and says so in their status; a job
 // running on a mix is shown as such.
-func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[string]mixChoice, actions []Action) []Action {
+func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[jobKey]mixChoice, actions []Action) []Action {
 	types := nodeTypes(snap)
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 {
 			continue
 		}
-		j, ok := jobByID(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok {
 			continue
 		}
@@ -351,7 +347,7 @@ func (c *Core) applyMixes(snap *bridge.Snapshot, mixes map[string]mixChoice, act
 			js.decision, js.reason = rounds.Keep.String(), "running on a mix: "+describeCounts(mix)
 			continue
 		}
-		m, ok := mixes[id]
+		m, ok := mixes[key]
 		if !ok {
 			continue
 		}
@@ -378,7 +374,7 @@ func (c *Core) creditMix(js *jobState, j bridge.Job, mix map[string]int, d time.
 	for _, t := range slices.Sorted(maps.Keys(mix)) {
 		s := d.Seconds() * float64(mix[t]) / float64(total)
 		js.received[t] += s
-		out = append(out, rounds.Usage{Key: js.id, Type: t, Seconds: s})
+		out = append(out, rounds.Usage{Key: js.name, Type: t, Seconds: s})
 	}
 	return out
 }

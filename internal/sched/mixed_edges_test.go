@@ -22,7 +22,7 @@ func TestMixJobWithEditedTagKeepsItsGPUs(t *testing.T) {
 			nodes := []bridge.Node{node("v1", "v100", 2, 2), node("k1", "k80", 2, 2)}
 			res := step(c, snapshot(t, epoch, nodes, run, waiting), epoch, c.Solve)
 			if got := shapeActions(res.Actions, 10); strings.Contains(got, "release") || strings.Contains(got, "set-priority") {
-				t.Errorf("waiting job 10: %q, want it held: job 9 holds every GPU (reason %q)", got, c.jobs["10"].reason)
+				t.Errorf("waiting job 10: %q, want it held: job 9 holds every GPU (reason %q)", got, c.jobs[keyOf(10)].reason)
 			}
 		})
 	}

@@ -106,7 +106,7 @@ func TestMixedJobsStartAcrossTypes(t *testing.T) {
 				t.Errorf("actions %q, want %q", got, tc.want)
 			}
 			// The reason as status shows it: the decision, then the notes.
-			if got := strings.Join(append([]string{c.jobs["9"].reason}, c.jobs["9"].notes...), "; "); !strings.Contains(got, tc.wantReason) {
+			if got := strings.Join(append([]string{c.jobs[keyOf(9)].reason}, c.jobs[keyOf(9)].notes...), "; "); !strings.Contains(got, tc.wantReason) {
 				t.Errorf("reason %q, want it to say %q", got, tc.wantReason)
 			}
 		})
@@ -159,13 +159,13 @@ func TestMixedJobLifecycle(t *testing.T) {
 	if got := shapeActions(res.Actions, 9); got != "" {
 		t.Errorf("job on a mix: actions %q, want none", got)
 	}
-	if got, want := c.jobs["9"].reason, "running on a mix: 2 k80 + 2 v100"; got != want {
+	if got, want := c.jobs[keyOf(9)].reason, "running on a mix: 2 k80 + 2 v100"; got != want {
 		t.Errorf("reason %q, want %q", got, want)
 	}
 	if got := shapeActions(res.Actions, 10); got != "hold" {
 		t.Errorf("job 10: actions %q, want a hold (the mix holds the GPUs)", got)
 	}
-	got := c.jobs["9"].received
+	got := c.jobs[keyOf(9)].received
 	if math.Abs(got["v100"]-10) > 1e-6 || math.Abs(got["k80"]-10) > 1e-6 {
 		t.Errorf("received %v, want 10 s on each type (20 s on 2+2 GPUs of a 4-GPU job)", got)
 	}

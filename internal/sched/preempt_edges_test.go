@@ -99,7 +99,7 @@ func TestFailedRequeueChainOwnsNoHold(t *testing.T) {
 		}
 	}
 	c.Commit(p, outcomesFor(p, missed))
-	if c.jobs["1"].heldByDaemon {
+	if c.jobs[keyOf(1)].heldByDaemon {
 		t.Errorf("job 1 is marked held by the daemon although none of its actions landed")
 	}
 	// The job's own requeuehold put it pending and held by its user: the
@@ -148,7 +148,7 @@ func TestAFailedSignalStartsNoGracePeriod(t *testing.T) {
 	comment := tag + " preempt=checkpoint"
 	c, p, nodes, now := preemptingRound(t, set, comment)
 	c.Commit(p, outcomesFor(p, []Action{{Action: bridge.Action{Kind: bridge.ActSignal, Job: 1, Signal: set.GraceSignal}}}))
-	if pre := c.jobs["1"].pre; pre.phase != notPreempted {
+	if pre := c.jobs[keyOf(1)].pre; pre.phase != notPreempted {
 		t.Fatalf("after a failed signal job 1 is in phase %v", pre.phase)
 	}
 	end := now.Add(2 * time.Minute)

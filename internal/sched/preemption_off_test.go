@@ -31,8 +31,8 @@ func TestPreemptionOffSendsNoSignal(t *testing.T) {
 		if got := actionsOf(graces, 1); got != "" {
 			t.Fatalf("look between rounds with preemption off: job 1 gets %q, want nothing", got)
 		}
-		if c.jobs["1"].pre.phase != notPreempted {
-			t.Fatalf("job 1 is being preempted (%+v) while preemption is off", c.jobs["1"].pre)
+		if c.jobs[keyOf(1)].pre.phase != notPreempted {
+			t.Fatalf("job 1 is being preempted (%+v) while preemption is off", c.jobs[keyOf(1)].pre)
 		}
 		now = now.Add(time.Minute)
 	}

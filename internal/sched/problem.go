@@ -89,21 +89,23 @@ func offeredRates(rates map[string]float64, gpus map[string]int) map[string]floa
 // less the steps it reported when the estimator hears progress; 0 when
 // the tag gives no total (unknown to the policies). A job that ran past
 // its announced total has 1 left, not 0, which would read as unknown.
-func (c *Core) stepsRemaining(id string, js *jobState) int64 {
+func (c *Core) stepsRemaining(js *jobState) int64 {
 	total := js.tag.Steps
 	if total <= 0 {
 		return 0
 	}
-	if done, ok := c.stepsDone(id); ok {
+	if done, ok := c.stepsDone(js); ok {
 		return max(total-done, 1)
 	}
 	return total
 }
 
-// stepsDone is the job's reported progress, when the estimator hears it.
-func (c *Core) stepsDone(id string) (int64, bool) {
+// stepsDone is the job's reported progress, when the estimator hears it;
+// a slot, which is no Slurm job, reports none.
+func (c *Core) stepsDone(js *jobState) (int64, bool) {
 	p, ok := c.est.(Progress)
-	if !ok {
+	id, isJob := js.key.Job()
+	if !ok || !isJob {
 		return 0, false
 	}
 	return p.StepsDone(id)
@@ -122,15 +124,15 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		}
 	}
 	var jobs []JobInput
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 {
 			continue
 		}
 		// Isolated time (Themis' C_i) needs measured progress; without it
 		// the job's time in the system is the best available stand-in.
-		in := JobInput{ID: id, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
-			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(c.stepsRemaining(id, js)),
+		in := JobInput{ID: js.name, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
+			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(c.stepsRemaining(js)),
 			IsolatedTime: now.Sub(js.firstSeen).Seconds()}
 		if js.tag.SLO > 0 {
 			in.Deadline = seconds(js.firstSeen.Add(js.tag.SLO))

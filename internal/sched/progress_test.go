@@ -15,8 +15,10 @@ type progressTable struct {
 	done map[string]int64
 }
 
-func (p progressTable) StepsDone(id string) (int64, bool) {
-	d, ok := p.done[id]
+var _ Progress = progressTable{}
+
+func (p progressTable) StepsDone(id bridge.JobID) (int64, bool) {
+	d, ok := p.done[id.String()]
 	return d, ok
 }
 

@@ -159,14 +159,14 @@ func (c *Core) Commit(p *Proposal, outcomes []Outcome) Result {
 // Jobs the proposal took up keep what it saw of them (a hold adopted from
 // an admin, say), without the effects of the actions it gave them.
 func (c *Core) keepLedgers(next *Core, p *Proposal) {
-	for id, js := range next.jobs {
-		if before := c.jobs[id]; before != nil {
+	for key, js := range next.jobs {
+		if before := c.jobs[key]; before != nil {
 			js.ledger, js.decision, js.reason = before.ledger, before.decision, before.reason
 		}
 	}
 	var newcomers []Action
 	for _, a := range p.Actions {
-		if id := a.Job.String(); next.jobs[id] != nil && c.jobs[id] == nil {
+		if key := keyOf(a.Job); next.jobs[key] != nil && c.jobs[key] == nil {
 			newcomers = append(newcomers, a)
 		}
 	}
@@ -205,7 +205,7 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 		}
 	}
 	for _, a := range missed {
-		js := next.jobs[a.Job.String()]
+		js := next.jobs[keyOf(a.Job)]
 		if js != nil && a.Kind == bridge.ActHold && !settled[a.Job] && !missedRequeue[a.Job] &&
 			js.pre.phase == requeued && (js.pre.sentRound == next.round || proposedRequeue[a.Job]) {
 			// The hold that follows a requeue-hold that landed: the
@@ -220,12 +220,12 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 			// does not start, so the job is not requeued without one; the
 			// next round (or look) decides again.
 			var before jobState
-			if b := c.jobs[a.Job.String()]; b != nil {
+			if b := c.jobs[keyOf(a.Job)]; b != nil {
 				before = *b
 			}
 			if before.pre.phase == notPreempted {
 				js.pre, js.decision, js.reason = before.pre, before.decision, before.reason
-				if a.ForTE != "" && !next.anyVictimOf(a.ForTE) {
+				if a.ForTE != 0 && !next.anyVictimOf(a.ForTE) {
 					// The TE job's room will not free: its claim goes, so
 					// the next look chooses again.
 					delete(next.teWaits, a.ForTE)

@@ -58,14 +58,14 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 			}
 			c.Commit(p, outcomes)
 			if tc.outcome == Lost {
-				if c.jobs["1"].pre.phase == inGrace || c.jobs["3"].heldByDaemon {
+				if c.jobs[keyOf(1)].pre.phase == inGrace || c.jobs[keyOf(3)].heldByDaemon {
 					t.Errorf("actions without an answer moved the state before reconciliation: job 1 phase %v, job 3 held by the daemon %t",
-						c.jobs["1"].pre.phase, c.jobs["3"].heldByDaemon)
+						c.jobs[keyOf(1)].pre.phase, c.jobs[keyOf(3)].heldByDaemon)
 				}
 				entries := make([]JournalEntry, len(p.Actions))
 				verdicts := make([]Outcome, len(p.Actions))
 				for i, a := range p.Actions {
-					entries[i] = JournalEntry{JobID: a.Job.String(), Created: p.now, Pending: true, Seq: uint64(100 + i), Action: a}
+					entries[i] = JournalEntry{Created: p.now, Pending: true, Seq: uint64(100 + i), Action: a}
 					verdicts[i] = tc.reconciled
 				}
 				u := c.Unanswered(entries)
@@ -74,10 +74,10 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 				}
 				c.Commit(u, verdicts)
 			}
-			if grace := c.jobs["1"].pre.phase == inGrace; grace != tc.wantGrace {
+			if grace := c.jobs[keyOf(1)].pre.phase == inGrace; grace != tc.wantGrace {
 				t.Errorf("job 1 in its grace period: %t, want %t", grace, tc.wantGrace)
 			}
-			if held := c.jobs["3"].heldByDaemon; held != tc.wantHeld {
+			if held := c.jobs[keyOf(3)].heldByDaemon; held != tc.wantHeld {
 				t.Errorf("job 3's hold is the daemon's: %t, want %t", held, tc.wantHeld)
 			}
 			// The records persisted say the same as the state.
@@ -95,8 +95,8 @@ func TestCommitMovesStateOnlyForAcceptedActions(t *testing.T) {
 			}
 			// Either way the round happened: its number and the jobs it
 			// took up are the core's.
-			if c.Round() != p.Round || !c.Tracks("3") {
-				t.Errorf("after the commit: round %d (proposal %d), tracks job 3 %t", c.Round(), p.Round, c.Tracks("3"))
+			if c.Round() != p.Round || !c.Tracks(3) {
+				t.Errorf("after the commit: round %d (proposal %d), tracks job 3 %t", c.Round(), p.Round, c.Tracks(3))
 			}
 		})
 	}
@@ -133,8 +133,8 @@ func TestUncommittedProposalChangesNothing(t *testing.T) {
 		t.Errorf("the same round proposed again: %s, want %s", got, want)
 	}
 	c.Commit(again, accepted(again))
-	if c.jobs["1"].pre.phase != inGrace {
-		t.Errorf("job 1 after the committed round: phase %v, want in grace", c.jobs["1"].pre.phase)
+	if c.jobs[keyOf(1)].pre.phase != inGrace {
+		t.Errorf("job 1 after the committed round: phase %v, want in grace", c.jobs[keyOf(1)].pre.phase)
 	}
 }
 
@@ -159,7 +159,7 @@ func TestCommitRefusesAStaleProposal(t *testing.T) {
 // for landed: reconciliation's verdicts decide what the core keeps.
 func TestJournalReplayIsCommittedWithReconciliationsVerdicts(t *testing.T) {
 	hold := func(id bridge.JobID, seq uint64) JournalEntry {
-		return JournalEntry{JobID: id.String(), Created: epoch, Pending: true, Seq: seq,
+		return JournalEntry{Created: epoch, Pending: true, Seq: seq,
 			Action: Action{Action: bridge.Action{Kind: bridge.ActHold, Job: id}}}
 	}
 	c := newCore(t, settings())
@@ -168,14 +168,14 @@ func TestJournalReplayIsCommittedWithReconciliationsVerdicts(t *testing.T) {
 	if p == nil || !reflect.DeepEqual(p.Journal, []uint64{10, 11}) {
 		t.Fatalf("replay proposal %+v, want entries 10 and 11", p)
 	}
-	if c.Tracks("1") || c.Tracks("2") {
+	if c.Tracks(1) || c.Tracks(2) {
 		t.Fatal("pending journal entries were taken for landed before reconciliation")
 	}
 	c.Commit(p, []Outcome{Accepted, Refused})
-	if !c.jobs["1"].heldByDaemon {
+	if !c.jobs[keyOf(1)].heldByDaemon {
 		t.Error("job 1, whose hold reconciliation found in Slurm, is not held by the daemon")
 	}
-	if js := c.jobs["2"]; js == nil || js.heldByDaemon {
+	if js := c.jobs[keyOf(2)]; js == nil || js.heldByDaemon {
 		t.Errorf("job 2, whose hold did not land: %+v, want tracked and not held by the daemon", js)
 	}
 }
@@ -194,7 +194,7 @@ func describeActions(actions []Action) string {
 // it rather than taking it for its owner's.
 func TestReplayedRequeueHoldKeepsItsHoldWhenTheHoldAfterItFails(t *testing.T) {
 	entry := func(kind bridge.ActionKind, seq uint64) JournalEntry {
-		return JournalEntry{JobID: "5", Created: epoch, Pending: true, Seq: seq,
+		return JournalEntry{Created: epoch, Pending: true, Seq: seq,
 			Action: Action{Action: bridge.Action{Kind: kind, Job: 5}, Why: "grace period over"}}
 	}
 	c := newCore(t, settings())
@@ -204,7 +204,7 @@ func TestReplayedRequeueHoldKeepsItsHoldWhenTheHoldAfterItFails(t *testing.T) {
 		t.Fatal("no replay proposal for the pending entries")
 	}
 	c.Commit(p, []Outcome{Accepted, Refused})
-	if js := c.jobs["5"]; js == nil || !js.heldByDaemon {
+	if js := c.jobs[keyOf(5)]; js == nil || !js.heldByDaemon {
 		t.Errorf("job 5 after its requeue-hold landed and the hold after it failed: %+v, want held by the daemon", js)
 	}
 }

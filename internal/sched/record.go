@@ -43,9 +43,9 @@ type Record struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
-// JournalEntry is one journaled action as RestoreJournal replays it.
+// JournalEntry is one journaled action as RestoreJournal replays it; its
+// job is the one the action names.
 type JournalEntry struct {
-	JobID   string
 	Created time.Time
 	// Failed entries changed nothing in Slurm.
 	Failed bool
@@ -108,8 +108,9 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	if e.Failed {
 		return
 	}
-	js := c.jobs[e.JobID]
-	if js != nil && e.Created.Before(records[e.JobID].UpdatedAt) {
+	key := keyOf(e.Action.Job)
+	js := c.jobs[key]
+	if js != nil && e.Created.Before(records[js.name].UpdatedAt) {
 		return
 	}
 	a := e.Action
@@ -119,9 +120,9 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 		}
 		// A job that arrived in the round the crash cut short: the
 		// journal is all that says the hold is the daemon's.
-		js = &jobState{id: e.JobID, firstSeen: e.Created, received: map[string]float64{}, replayed: true}
-		c.jobs[e.JobID] = js
-		c.order = append(c.order, e.JobID)
+		js = &jobState{key: key, name: key.String(), firstSeen: e.Created, received: map[string]float64{}, replayed: true}
+		c.jobs[key] = js
+		c.order = append(c.order, key)
 	}
 	switch a.Kind {
 	case bridge.ActSignal:
@@ -131,7 +132,7 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	case bridge.ActRequeueHold, bridge.ActRequeue:
 		if js.pre.phase != requeued {
 			forTE := js.pre.forTE
-			if a.ForTE != "" {
+			if a.ForTE != 0 {
 				forTE = a.ForTE
 			}
 			js.pre = preemption{phase: requeued, start: e.Created, target: js.pre.target, restarts: a.Restarts, forTE: forTE}
@@ -143,20 +144,22 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 // records are the persisted view of every tracked job.
 func (c *Core) records(now time.Time) []Record {
 	out := make([]Record, 0, len(c.order))
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.arrayOf != 0 {
 			// A slot: nothing of it outlives a restart (it never ran,
 			// and its arrival is its array record's).
 			continue
 		}
-		rec := Record{JobID: id, FirstSeen: js.firstSeen, Received: copyMap(js.received),
+		rec := Record{JobID: js.name, FirstSeen: js.firstSeen, Received: copyMap(js.received),
 			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
 			Preempt: string(js.mode), RestartCostS: js.restartMeasured.Seconds()}
 		if js.pre.phase != notPreempted {
 			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target
 			rec.GracePhase, rec.GraceRestarts = phaseNames[js.pre.phase], js.pre.restarts
-			rec.GraceForTE = js.pre.forTE
+			if js.pre.forTE != 0 {
+				rec.GraceForTE = js.pre.forTE.String()
+			}
 		}
 		out = append(out, rec)
 	}

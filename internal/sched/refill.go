@@ -91,16 +91,17 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		arrival  int
 	}
 	var cands []candidate
-	for n, id := range c.order {
-		js := c.jobs[id]
-		j, ok := jobByID(snap, id)
+	for n, key := range c.order {
+		js := c.jobs[key]
+		jid, isJob := key.Job()
+		j, ok := jobOf(snap, key)
 		holder := js // whose hold the daemon's is
 		switch {
 		case js.arrayOf != 0:
 			// A job array's waiting task: started through its array's
 			// record, when the daemon holds that.
 			j, ok = snap.Job(js.arrayOf)
-			holder = c.jobs[js.arrayOf.String()]
+			holder = c.jobs[keyOf(js.arrayOf)]
 			ok = ok && holder != nil && holder.arrayHead && j.HoldsArrayTasks()
 		case ok && j.ArrayJobID != 0:
 			// A task of an array on a record of its own: the array's
@@ -109,7 +110,7 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 			continue
 		}
 		if !ok || js.scale == 0 || j.State != bridge.JobPending || !j.Held || !holder.heldByDaemon ||
-			js.pre.phase != notPreempted || c.teWaiting(id) || j.Tag.MixedOK() {
+			js.pre.phase != notPreempted || (isJob && c.teWaiting(jid)) || j.Tag.MixedOK() {
 			continue
 		}
 		if ok, _ := c.eligible(j); !ok {
@@ -119,7 +120,7 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 			if room.total(t) == 0 || (j.RequestedGPUType != "" && j.RequestedGPUType != t) {
 				continue
 			}
-			st, err := c.mech.State(id, t)
+			st, err := c.mech.State(js.name, t)
 			if err != nil || st.Priority <= 0 {
 				continue // no share of t: its allocation puts it elsewhere
 			}
@@ -132,12 +133,12 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		}
 		return cmp.Compare(a.arrival, b.arrival)
 	})
-	started := map[string]bool{}
+	started := map[jobKey]bool{}
 	arrays := map[bridge.JobID]*arrayStart{} // the arrays' waiting tasks started, by array record
 	var out []Action
 	for _, cand := range cands {
 		t := cand.gpuType
-		if started[cand.js.id] || room.total(t) == 0 {
+		if started[cand.js.key] || room.total(t) == 0 {
 			continue
 		}
 		a := arrays[cand.job.ID]
@@ -147,7 +148,7 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
 		}
-		started[cand.js.id] = true
+		started[cand.js.key] = true
 		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
 			" (GPUs freed between rounds)"
 		cand.js.decision, cand.js.reason = rounds.Run.String(), why
@@ -189,7 +190,7 @@ func (c *Core) startArrayTasks(a *arrayStart, running int) []Action {
 	}
 	why := fmt.Sprintf("job array: %d of its waiting tasks start on %s, at most %d of its tasks at once; %s",
 		a.tasks, a.gpuType, limit, a.why)
-	if head := c.jobs[m.ID.String()]; head != nil {
+	if head := c.jobs[keyOf(m.ID)]; head != nil {
 		head.decision, head.reason = rounds.Run.String(), why
 	}
 	var out []Action
@@ -365,12 +366,12 @@ func (c *Core) freeGPUs(snap *bridge.Snapshot, earlier []Action) *freeRoom {
 			}
 		}
 	}
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.pre.phase == notPreempted || js.pre.target == "" {
 			continue
 		}
-		if j, ok := jobByID(snap, id); ok && !slurmWillStart(j, snap.Taken) {
+		if j, ok := jobOf(snap, key); ok && !slurmWillStart(j, snap.Taken) {
 			reserve(js.pre.target, j)
 		}
 	}

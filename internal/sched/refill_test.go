@@ -51,7 +51,7 @@ func TestRefillStartsTheWaitingJobOnAFreedGPU(t *testing.T) {
 	if got := actionsOf(out, 2); got != "set-constraints:v100,release,set-priority" {
 		t.Errorf("after job 1 ended: job 2 %q", got)
 	}
-	if js := c.jobs["2"]; js.decision != "run" || !strings.Contains(js.reason, "GPUs freed between rounds") || js.heldByDaemon {
+	if js := c.jobs[keyOf(2)]; js.decision != "run" || !strings.Contains(js.reason, "GPUs freed between rounds") || js.heldByDaemon {
 		t.Errorf("job 2: decision %q, reason %q, held by daemon %v", js.decision, js.reason, js.heldByDaemon)
 	}
 	if next := c.NextGraceEnd(now); !next.IsZero() {
@@ -189,7 +189,7 @@ func TestRefillStartsAnArraysWaitingTasks(t *testing.T) {
 	if got := actionsOf(out, 130); got != "set-array-limit:1,set-constraints:v100,release,set-priority" {
 		t.Errorf("after job 1 ended: array %q, want one task let start", got)
 	}
-	if js := c.jobs["130"]; js.decision != "run" || !strings.Contains(js.reason, "job array: 1 of its waiting tasks start on v100") {
+	if js := c.jobs[keyOf(130)]; js.decision != "run" || !strings.Contains(js.reason, "job array: 1 of its waiting tasks start on v100") {
 		t.Errorf("array: decision %q, reason %q", js.decision, js.reason)
 	}
 }
@@ -320,14 +320,14 @@ func TestUnsentRefillChangesNothing(t *testing.T) {
 	if got := actionsOf(first.Actions, 2); got != "hold" {
 		t.Fatalf("round: job 2 %q, want it held", got)
 	}
-	before := *c.jobs["2"]
+	before := *c.jobs[keyOf(2)]
 	now := epoch.Add(time.Minute)
 	p := c.Look(snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 0)}, done(running(1, tag, "a1", "v100", 0)), held(2, tag)), now)
 	if actionsOf(p.Actions, 2) == "" {
 		t.Fatal("no refill to take back")
 	}
 	c.Commit(p, nil) // the journal write failed: nothing was sent
-	after := c.jobs["2"]
+	after := c.jobs[keyOf(2)]
 	if !after.heldByDaemon || after.decision != before.decision || after.reason != before.reason {
 		t.Errorf("after a look that sent nothing: held by daemon %v, decision %q, reason %q; want %v, %q, %q",
 			after.heldByDaemon, after.decision, after.reason, before.heldByDaemon, before.decision, before.reason)
@@ -377,7 +377,7 @@ func movedInGrace(t *testing.T) (*Core, time.Time, Result) {
 	step(c, snapshot(t, epoch, nodes, moved), epoch, c.Solve)
 	now := epoch.Add(20 * time.Second)
 	res := step(c, snapshot(t, now, nodes, moved, pending(2, tag), pending(3, tag)), now, c.Solve)
-	if pre := c.jobs["1"].pre; pre.phase != inGrace || pre.target != "v100" {
+	if pre := c.jobs[keyOf(1)].pre; pre.phase != inGrace || pre.target != "v100" {
 		t.Fatalf("job 1 after the second round: %+v; the test needs it moved to the v100", pre)
 	}
 	return c, now, res

@@ -20,7 +20,7 @@ import (
 type FirstProgress interface {
 	// FirstProgress is when the job first reported progress in the run
 	// Slurm started at start; false while it has reported none.
-	FirstProgress(jobID string, start time.Time) (time.Time, bool)
+	FirstProgress(job bridge.JobID, start time.Time) (time.Time, bool)
 }
 
 // pendingRestart is a requeue the daemon sent whose cost is not measured
@@ -86,13 +86,13 @@ func (js *jobState) noteRequeue(j bridge.Job, moved bool, now time.Time) {
 // changed.
 func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 	fp, ok := c.est.(FirstProgress)
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		p := js.restartPending
 		if p == nil {
 			continue
 		}
-		j, seen := jobByID(snap, id)
+		j, seen := jobOf(snap, key)
 		if !seen || !isRunning(j) || j.Restarts <= p.restarts || j.StartTime.IsZero() {
 			continue
 		}
@@ -100,7 +100,7 @@ func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 			js.restartPending = nil // nothing will ever say when it progressed
 			continue
 		}
-		first, progressed := fp.FirstProgress(id, j.StartTime)
+		first, progressed := fp.FirstProgress(j.ID, j.StartTime)
 		if !progressed {
 			continue
 		}
@@ -114,7 +114,7 @@ func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 		}
 		js.restartMeasured, js.restartPending = max(cost, time.Second), nil
 		if js.scale != 0 {
-			c.mech.SetRestartCost(id, c.restartCost(js).Seconds()) //nolint:errcheck // a job in the mechanism, a finite cost
+			c.mech.SetRestartCost(js.name, c.restartCost(js).Seconds()) //nolint:errcheck // a job in the mechanism, a finite cost
 		}
 	}
 }
@@ -122,12 +122,12 @@ func (c *Core) measureRestarts(snap *bridge.Snapshot) {
 // passProgress tells the mechanism each scheduled job's remaining steps
 // (0: unknown), for the restart rule's near-end exception.
 func (c *Core) passProgress() {
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js.scale == 0 || js.arrayOf != 0 {
 			continue
 		}
-		c.mech.SetRemainingSteps(id, float64(c.stepsRemaining(id, js))) //nolint:errcheck // a job in the mechanism, a count ≥ 0
+		c.mech.SetRemainingSteps(js.name, float64(c.stepsRemaining(js))) //nolint:errcheck // a job in the mechanism, a count ≥ 0
 	}
 }
 

@@ -19,13 +19,18 @@ type restartEstimator struct {
 	first map[string]time.Time // by job id, for any run that started before it
 }
 
-func (e restartEstimator) StepsDone(id string) (int64, bool) {
-	d, ok := e.done[id]
+var (
+	_ Progress      = restartEstimator{}
+	_ FirstProgress = restartEstimator{}
+)
+
+func (e restartEstimator) StepsDone(id bridge.JobID) (int64, bool) {
+	d, ok := e.done[id.String()]
 	return d, ok
 }
 
-func (e restartEstimator) FirstProgress(id string, start time.Time) (time.Time, bool) {
-	at, ok := e.first[id]
+func (e restartEstimator) FirstProgress(id bridge.JobID, start time.Time) (time.Time, bool) {
+	at, ok := e.first[id.String()]
 	if !ok || at.Before(start) {
 		return time.Time{}, false
 	}

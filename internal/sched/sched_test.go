@@ -55,8 +55,8 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			js := &jobState{id: "5", ledger: ledger{recheckAt: epoch}, received: map[string]float64{}}
-			core.jobs["5"], core.order = js, []string{"5"}
+			js := &jobState{key: keyOf(5), name: "5", ledger: ledger{recheckAt: epoch}, received: map[string]float64{}}
+			core.jobs[keyOf(5)], core.order = js, []jobKey{keyOf(5)}
 			tc.job.ID, tc.job.Partition, tc.job.GPUs = 5, "gpu", 1
 			snap, err := bridge.NewSnapshot(epoch, "", nil, []bridge.Job{tc.job})
 			if err != nil {
@@ -69,7 +69,7 @@ func TestRequeuedJobIsMadeEligibleAgainWhenSlurmDelaysIt(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(tc.wantActions, ",") {
 				t.Errorf("actions %v, want %v", got, tc.wantActions)
 			}
-			js = core.jobs["5"] // the committed state's
+			js = core.jobs[keyOf(5)] // the committed state's
 			want := time.Time{}
 			if tc.wantRecheck > 0 {
 				want = epoch.Add(tc.wantRecheck)

@@ -63,7 +63,7 @@ func TestJobsSlurmCannotStartGetNoShare(t *testing.T) {
 			if tc.daemonHeld {
 				// The daemon held it at an earlier round (its ledger says so).
 				step(c, snapshot(t, epoch.Add(-time.Minute), nodes, first, held(2, tag)), epoch.Add(-time.Minute), c.Solve)
-				c.jobs["2"].heldByDaemon = true
+				c.jobs[keyOf(2)].heldByDaemon = true
 			}
 			for i := range 4 {
 				now := epoch.Add(time.Duration(i) * time.Minute)
@@ -75,7 +75,7 @@ func TestJobsSlurmCannotStartGetNoShare(t *testing.T) {
 					t.Fatalf("round %d: the blocked job gets %q", i+1, got)
 				}
 			}
-			if js := c.jobs["2"]; js.scale != 0 || !strings.Contains(js.reason, "waits for Slurm") || !strings.Contains(js.reason, tc.wantWords) {
+			if js := c.jobs[keyOf(2)]; js.scale != 0 || !strings.Contains(js.reason, "waits for Slurm") || !strings.Contains(js.reason, tc.wantWords) {
 				t.Errorf("blocked job: in the mechanism %t, reason %q; want out, saying %q", js.scale != 0, js.reason, tc.wantWords)
 			}
 			// Cleared: the next rounds time-share the GPU with it again.
@@ -86,7 +86,7 @@ func TestJobsSlurmCannotStartGetNoShare(t *testing.T) {
 				now := epoch.Add(time.Duration(10+i) * time.Minute)
 				res := step(c, snapshot(t, now, nodes, first, tc.cleared), now, c.Solve)
 				preempted = preempted || actionsOf(res.Actions, 1) == "signal:USR1"
-				scheduled = scheduled || c.jobs["2"].scale != 0
+				scheduled = scheduled || c.jobs[keyOf(2)].scale != 0
 			}
 			if !scheduled || !preempted {
 				t.Errorf("once its blocker cleared: in the mechanism %t, running job preempted %t; want both", scheduled, preempted)
@@ -131,13 +131,13 @@ func TestChangesAfterSubmissionAreReadAgain(t *testing.T) {
 		c := newCore(t, settings())
 		nodes := []bridge.Node{node("a1", "v100", 4, 0)}
 		step(c, snapshot(t, epoch, nodes, pending(2, tag)), epoch, c.Solve)
-		if c.jobs["2"].scale != 1 {
-			t.Fatalf("scale %d, want 1", c.jobs["2"].scale)
+		if c.jobs[keyOf(2)].scale != 1 {
+			t.Fatalf("scale %d, want 1", c.jobs[keyOf(2)].scale)
 		}
 		bigger := with(pending(2, tag), func(j *bridge.Job) { j.GPUs, j.GPUsPerNode = 4, 4 })
 		now := epoch.Add(time.Minute)
 		step(c, snapshot(t, now, nodes, bigger), now, c.Solve)
-		if got := c.jobs["2"].scale; got != 4 {
+		if got := c.jobs[keyOf(2)].scale; got != 4 {
 			t.Errorf("after scontrol update TresPerNode=gres/gpu:4: the step counts %d GPUs, want 4", got)
 		}
 	})
@@ -156,7 +156,7 @@ func TestChangesAfterSubmissionAreReadAgain(t *testing.T) {
 				t.Fatalf("round %d: job 1, no longer requeueable, gets %q", i+2, got)
 			}
 		}
-		if js := c.jobs["1"]; c.modeOf(js) != bridge.PreemptNever || !strings.Contains(strings.Join(js.notes, ";"), "may not requeue") {
+		if js := c.jobs[keyOf(1)]; c.modeOf(js) != bridge.PreemptNever || !strings.Contains(strings.Join(js.notes, ";"), "may not requeue") {
 			t.Errorf("job 1: mode %s, notes %q; want never, with a note", c.modeOf(js), js.notes)
 		}
 	})

@@ -269,7 +269,7 @@ func TestSiteRulesBoundWhatTagsSet(t *testing.T) {
 	plain := pending(2, tag)
 	plain.Account, plain.User = "mylab", "bob"
 	res := step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}, greedy, plain), epoch, c.Solve)
-	js := c.jobs["1"]
+	js := c.jobs[keyOf(1)]
 	if js.weight != siterules.DefaultMaxWeight || js.entity != "mylab" || c.graceOf(js) != siterules.DefaultMaxGrace {
 		t.Errorf("weight %v, entity %q, grace %v; want the site's bounds and the account", js.weight, js.entity, c.graceOf(js))
 	}

@@ -47,7 +47,7 @@ func TestDroppingTheTagDoesNotEscapePreemption(t *testing.T) {
 				}
 			}
 			if !requeued {
-				t.Errorf("job 1 kept its v100 after its owner removed the tag: actions per step %q; job 2 (due) %q", all, c.jobs["2"].reason)
+				t.Errorf("job 1 kept its v100 after its owner removed the tag: actions per step %q; job 2 (due) %q", all, c.jobs[keyOf(2)].reason)
 			}
 		})
 	}

@@ -52,13 +52,13 @@ type teWait struct {
 type teClaims struct {
 	// teWaits are the TE jobs waiting for the room their victims free,
 	// by job id.
-	teWaits map[string]teWait
+	teWaits map[bridge.JobID]teWait
 	// teTried are the TE jobs that had their choice of victims since the
 	// last round.
-	teTried map[string]bool
+	teTried map[bridge.JobID]bool
 	// teRoom are the TE jobs room was made for, with their users, while
 	// they live (TESettings.MaxPerUser counts them).
-	teRoom map[string]string
+	teRoom map[bridge.JobID]string
 }
 
 func (t teClaims) clone() teClaims {
@@ -97,11 +97,11 @@ func (c *Core) refreshTEClaims(snap *bridge.Snapshot, now time.Time) {
 // decide. Once that job started, left or gave up its claim, the victim's
 // preemption is an ordinary one.
 func (c *Core) forLiveTE(js *jobState) bool {
-	return js.pre.forTE != "" && c.teWaiting(js.pre.forTE)
+	return js.pre.forTE != 0 && c.teWaiting(js.pre.forTE)
 }
 
 // anyVictimOf reports whether some job is being preempted for TE job te.
-func (c *Core) anyVictimOf(te string) bool {
+func (c *Core) anyVictimOf(te bridge.JobID) bool {
 	for _, js := range c.jobs {
 		if js.pre.forTE == te && js.pre.phase != notPreempted {
 			return true
@@ -111,7 +111,7 @@ func (c *Core) anyVictimOf(te string) bool {
 }
 
 // teWaiting reports whether job id is a TE job waiting for its room.
-func (c *Core) teWaiting(id string) bool {
+func (c *Core) teWaiting(id bridge.JobID) bool {
 	_, ok := c.teWaits[id]
 	return ok
 }
@@ -137,7 +137,7 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 	chooser := tepreempt.FitGpp{Weight: c.set.TrialAndError.Weight, MaxPreemptions: c.set.TrialAndError.MaxPreemptions}
 	var out []Action
 	for _, j := range snap.Jobs {
-		id := j.ID.String()
+		id := j.ID
 		if j.State != bridge.JobPending || c.teWaiting(id) || c.teTried[id] || c.classOf(j) != bridge.ClassTrialAndError ||
 			j.ArrayJobID != 0 {
 			// A job array's tasks are placed by the rounds: the array's
@@ -147,7 +147,7 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 		if ok, _ := c.eligible(j); !ok {
 			continue
 		}
-		js := c.jobs[id]
+		js := c.jobs[keyOf(id)]
 		if j.Held && (js == nil || !js.heldByDaemon) {
 			continue // its user's or an admin's hold
 		}
@@ -178,7 +178,7 @@ func (c *Core) trialAndError(snap *bridge.Snapshot, now time.Time) []Action {
 			if !errors.Is(err, tepreempt.ErrNoRoom) {
 				why = "trial-and-error: " + err.Error() + ": waits for a round"
 			}
-			if js := c.jobs[id]; js != nil {
+			if js := c.jobs[keyOf(id)]; js != nil {
 				js.reason = why
 			}
 			continue
@@ -198,12 +198,12 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 	}
 	freeing := map[string]int{} // GPUs of jobs in a grace period, per node
 	var candidates []tepreempt.Candidate
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		if js == nil || js.scale == 0 {
 			continue
 		}
-		j, ok := jobByID(snap, id)
+		j, ok := jobOf(snap, key)
 		if !ok || !isRunning(j) || len(j.RunningNodes) != 1 {
 			continue
 		}
@@ -215,7 +215,7 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 		if c.classOf(j) == bridge.ClassTrialAndError || c.pinOf(js, j, now) != rounds.NotPinned {
 			continue // TE jobs are not victims; nor are pinned ones
 		}
-		candidates = append(candidates, tepreempt.Candidate{Job: id, Node: node, Demand: tepreempt.Resources{GPUs: j.GPUs},
+		candidates = append(candidates, tepreempt.Candidate{Job: js.name, Node: node, Demand: tepreempt.Resources{GPUs: j.GPUs},
 			Grace: c.graceOf(js), Preemptions: j.Restarts})
 	}
 	claimed := map[string]int{}
@@ -255,7 +255,7 @@ func (c *Core) teRequest(snap *bridge.Snapshot, te bridge.Job, now time.Time) (t
 // preemptForTE starts the victims' grace periods and makes the TE job
 // eligible on its node's GPU type.
 func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreempt.Choice, now time.Time) []Action {
-	id := te.ID.String()
+	id := te.ID
 	var longest time.Duration
 	for _, v := range choice.Victims {
 		longest = max(longest, v.Grace)
@@ -264,9 +264,11 @@ func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreem
 	// TE job waits for their room (forLiveTE).
 	c.teWaits[id] = teWait{node: choice.Node, gpus: te.GPUs, until: now.Add(longest + teWaitSlack)}
 	var out []Action
+	keys := c.byName() // the chooser names victims as teRequest did
 	for _, v := range choice.Victims {
-		js := c.jobs[v.Job]
-		j, ok := jobByID(snap, v.Job)
+		key := keys[v.Job]
+		js := c.jobs[key]
+		j, ok := jobOf(snap, key)
 		if js == nil || !ok {
 			continue
 		}
@@ -296,11 +298,11 @@ func (c *Core) preemptForTE(snap *bridge.Snapshot, te bridge.Job, choice tepreem
 	// before it starts, the rounds place it rather than a second set of
 	// victims.
 	c.teTried[id] = true
-	if js := c.jobs[id]; js != nil {
+	if js := c.jobs[keyOf(id)]; js != nil {
 		js.decision, js.reason = "run", why
 	}
 	if c.teRoom == nil {
-		c.teRoom = map[string]string{}
+		c.teRoom = map[bridge.JobID]string{}
 	}
 	c.teRoom[id] = te.User
 	if typ == "" {
@@ -324,19 +326,19 @@ func (c *Core) teRunActions(te bridge.Job, typ, why string) []Action {
 // saved with the TE job's id): the room stays theirs, rounds leave them
 // alone, and no second set of victims is chosen.
 func (c *Core) reclaimTE(snap *bridge.Snapshot, now time.Time) {
-	for _, id := range c.order {
-		js := c.jobs[id]
+	for _, key := range c.order {
+		js := c.jobs[key]
 		te := js.pre.forTE
-		if te == "" || js.pre.phase == notPreempted || c.teWaiting(te) {
+		if te == 0 || js.pre.phase == notPreempted || c.teWaiting(te) {
 			continue
 		}
-		tj, ok := jobByID(snap, te)
+		tj, ok := snap.Job(te)
 		until := js.pre.start.Add(c.graceOf(js) + teWaitSlack)
 		if !ok || tj.State != bridge.JobPending || now.After(until) {
 			continue
 		}
 		node := ""
-		if vj, ok := jobByID(snap, id); ok && len(vj.RunningNodes) == 1 {
+		if vj, ok := jobOf(snap, key); ok && len(vj.RunningNodes) == 1 {
 			node = vj.RunningNodes[0]
 		}
 		c.teWaits[te] = teWait{node: node, gpus: tj.GPUs, until: until,
@@ -358,7 +360,7 @@ func (c *Core) looksPartial(snap *bridge.Snapshot) bool {
 // give).
 func (c *Core) expireTEWaits(snap *bridge.Snapshot, now time.Time) {
 	for id, w := range c.teWaits {
-		j, ok := jobByID(snap, id)
+		j, ok := snap.Job(id)
 		if !ok || j.State != bridge.JobPending || now.After(w.until) {
 			delete(c.teWaits, id)
 		}
@@ -381,7 +383,7 @@ func hasRun(js *jobState) bool {
 func (c *Core) teRoomHeld(snap *bridge.Snapshot, user string) int {
 	n := 0
 	for id, owner := range c.teRoom {
-		j, ok := jobByID(snap, id)
+		j, ok := snap.Job(id)
 		if !ok || !j.Active() {
 			delete(c.teRoom, id)
 			continue

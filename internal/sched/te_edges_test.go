@@ -42,8 +42,8 @@ func TestRoundDoesNotPreemptForAWaitingTEJob(t *testing.T) {
 			t.Errorf("round signalled %v while TE job 9 waits for victim %v", got, first)
 		}
 		for _, id := range []bridge.JobID{1, 2} {
-			if id != first[0] && c.jobs[id.String()].pre.phase != notPreempted {
-				t.Fatalf("job %d preempted by the round (%s) although TE job 9 already has its room", id, c.jobs[id.String()].reason)
+			if id != first[0] && c.jobs[keyOf(id)].pre.phase != notPreempted {
+				t.Fatalf("job %d preempted by the round (%s) although TE job 9 already has its room", id, c.jobs[keyOf(id)].reason)
 			}
 		}
 	}
@@ -68,7 +68,7 @@ func TestVictimOfACancelledTEJobRestartsAtOnce(t *testing.T) {
 	later := now.Add(20 * time.Second)
 	res := step(c, snapshot(t, later, nodes, jobs[0], gone), later, c.Solve)
 	dumpPlan(t, c)
-	t.Logf("round actions for 1: %q, reason %q, phase %v", actionsOf(res.Actions, 1), c.jobs["1"].reason, c.jobs["1"].pre.phase)
+	t.Logf("round actions for 1: %q, reason %q, phase %v", actionsOf(res.Actions, 1), c.jobs[keyOf(1)].reason, c.jobs[keyOf(1)].pre.phase)
 	end := now.Add(11 * time.Minute)
 	out := look(c, snapshot(t, end, nodes, jobs[0], gone), end)
 	// It had the signal, so it is requeued (its script may wait for that),
@@ -94,7 +94,7 @@ func TestOverClaimedNodeIsNotPromisedTwice(t *testing.T) {
 	if got := signalled(out); len(got) != 0 {
 		t.Fatalf("TE job 9 fits: signalled %v", got)
 	}
-	if w, ok := c.teWaits["9"]; !ok || w.node != "a1" {
+	if w, ok := c.teWaits[9]; !ok || w.node != "a1" {
 		t.Fatalf("TE job 9's claim: %+v", c.teWaits)
 	}
 	// The two free GPUs were taken by another partition's job before
@@ -121,7 +121,7 @@ func TestTEClaimOnACancelledPreemption(t *testing.T) {
 	var res Result
 	for i := 0; i < 20; i++ {
 		res = step(c, snapshot(t, at, nodes, p, q), at, c.Solve)
-		if c.jobs["1"].pre.phase == inGrace {
+		if c.jobs[keyOf(1)].pre.phase == inGrace {
 			break
 		}
 		if actionsOf(res.Actions, 2) == "hold" {
@@ -130,7 +130,7 @@ func TestTEClaimOnACancelledPreemption(t *testing.T) {
 		at = at.Add(20 * time.Second)
 	}
 	dumpPlan(t, c)
-	if c.jobs["1"].pre.phase != inGrace {
+	if c.jobs[keyOf(1)].pre.phase != inGrace {
 		t.Fatal("the test needs job 1 preempted by a round")
 	}
 	qq := q
@@ -145,10 +145,10 @@ func TestTEClaimOnACancelledPreemption(t *testing.T) {
 	later := now.Add(15 * time.Second)
 	res = step(c, snapshot(t, later, nodes, p, qc, te), later, c.Solve)
 	dumpPlan(t, c)
-	t.Logf("job 1: phase %v reason %q", c.jobs["1"].pre.phase, c.jobs["1"].reason)
-	if c.jobs["1"].pre.phase == notPreempted {
-		if _, ok := c.teWaits["9"]; ok {
-			t.Errorf("job 1's preemption was cancelled but TE job 9 still waits for its room: %+v", c.teWaits["9"])
+	t.Logf("job 1: phase %v reason %q", c.jobs[keyOf(1)].pre.phase, c.jobs[keyOf(1)].reason)
+	if c.jobs[keyOf(1)].pre.phase == notPreempted {
+		if _, ok := c.teWaits[9]; ok {
+			t.Errorf("job 1's preemption was cancelled but TE job 9 still waits for its room: %+v", c.teWaits[9])
 		}
 	}
 }

@@ -30,8 +30,8 @@ func TestFailedTESignalDropsTheClaim(t *testing.T) {
 		t.Fatalf("look: %v, want job 1 signalled", out)
 	}
 	c.Commit(p, outcomesFor(p, sig)) // slurmrestd refused the signal
-	if c.jobs["1"].pre.phase != notPreempted {
-		t.Fatalf("failed signal left job 1 in phase %v", c.jobs["1"].pre.phase)
+	if c.jobs[keyOf(1)].pre.phase != notPreempted {
+		t.Fatalf("failed signal left job 1 in phase %v", c.jobs[keyOf(1)].pre.phase)
 	}
 	resent := false
 	at := now
@@ -52,6 +52,6 @@ func TestFailedTESignalDropsTheClaim(t *testing.T) {
 	}
 	if !resent {
 		t.Errorf("two minutes after its victim's signal failed, TE job 9 still waits on a claim nothing frees (%+v); job 1: %q",
-			c.teWaits["9"], c.jobs["1"].reason)
+			c.teWaits[9], c.jobs[keyOf(1)].reason)
 	}
 }

@@ -82,7 +82,7 @@ func TestTrialAndErrorJobsGetRoomBetweenRounds(t *testing.T) {
 				}
 			}
 			for id, word := range tc.wantWhy {
-				if got := c.jobs[id.String()].reason; !strings.Contains(got, word) {
+				if got := c.jobs[keyOf(id)].reason; !strings.Contains(got, word) {
 					t.Errorf("job %d: reason %q, want it to say %q", id, got, word)
 				}
 			}
@@ -240,7 +240,7 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 			case "journal":
 				var entries []JournalEntry
 				for _, a := range actions {
-					entries = append(entries, JournalEntry{JobID: a.Job.String(), Created: now, Action: a})
+					entries = append(entries, JournalEntry{Created: now, Action: a})
 				}
 				restarted.Restore(roundRecords, c.Round())
 				restarted.RestoreJournal(entries, roundRecords)
@@ -253,8 +253,8 @@ func TestTrialAndErrorPreemptionSurvivesARestart(t *testing.T) {
 			if got := actionsOf(res.Actions, 9); got != "" {
 				t.Errorf("round after the restart sent %q to the waiting TE job", got)
 			}
-			v := restarted.jobs[first[0].String()]
-			if v == nil || v.pre.phase != inGrace || v.pre.forTE != "9" {
+			v := restarted.jobs[keyOf(first[0])]
+			if v == nil || v.pre.phase != inGrace || v.pre.forTE != 9 {
 				t.Errorf("victim's preemption after the restart: %+v, want still in grace for job 9", v)
 			}
 		})

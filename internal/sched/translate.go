@@ -22,10 +22,11 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 	var out []Action
 	preemptions := 0
 	tallies := map[bridge.JobID]*arrayTally{}
-	for i := range plan.Decisions {
-		d := &plan.Decisions[i]
-		js := c.jobs[d.Job]
-		if js != nil && js.arrayOf != 0 {
+	decided := c.keyed(plan)
+	for _, kd := range decided {
+		d := kd.Decision
+		js := c.jobs[kd.key]
+		if js.arrayOf != 0 {
 			// A job array's waiting task: counted here, acted on through
 			// the array's record below.
 			js.decision, js.reason = d.Action.String(), describe(d)
@@ -37,22 +38,18 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			t.tallySlot(d)
 			continue
 		}
-		jid, err := ParseJobID(d.Job)
-		if js == nil || err != nil {
-			continue
-		}
-		j, ok := snap.Job(jid)
+		j, ok := jobOf(snap, kd.key)
 		if !ok {
 			continue
 		}
 		js.decision, js.reason = d.Action.String(), describe(d)
 		js.recheckAt = time.Time{} // the round's own actions cover it
 		running := isRunning(j)
-		if js.pre.forTE != "" && !c.forLiveTE(js) {
+		if js.pre.forTE != 0 && !c.forLiveTE(js) {
 			// The TE job it was preempted for no longer waits: an
 			// ordinary preemption from now on, restarted where the
 			// rounds put it.
-			js.pre.forTE = ""
+			js.pre.forTE = 0
 		}
 		if d.Action == rounds.Keep && running && js.pre.phase == inGrace && j.Restarts == js.pre.restarts {
 			// Chosen again before its grace period ended. The preemption
@@ -64,7 +61,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		}
 		out = append(out, c.advance(js, j, now, false)...)
 		pending := j.State == bridge.JobPending
-		if w, ok := c.teWaits[d.Job]; ok && pending {
+		if w, ok := c.teWaits[j.ID]; ok && pending {
 			// A trial-and-error job waiting for the room made for it:
 			// the round neither holds it nor sends it elsewhere.
 			js.decision, js.reason = rounds.Run.String(), w.why
@@ -99,7 +96,7 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 			}
 		}
 	}
-	out = append(out, c.arrayActions(snap, plan, tallies)...)
+	out = append(out, c.arrayActions(snap, decided, tallies)...)
 	return out, preemptions
 }
 
@@ -120,7 +117,7 @@ func (c *Core) placeActions(j bridge.Job, t, why string) []Action {
 	// Otherwise the job's own features are kept beside the type.
 	if c.inMixShape(j) {
 		// Shaped for a mix earlier: back to one type, request and all.
-		if shape := c.singleShape(j, c.jobs[j.ID.String()], t, t); !hasShape(j, shape) {
+		if shape := c.singleShape(j, c.jobs[keyOf(j.ID)], t, t); !hasShape(j, shape) {
 			add(shape)
 		}
 	} else if j.RequestedGPUType == "" {

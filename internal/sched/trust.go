@@ -22,7 +22,7 @@ const (
 type trustState struct {
 	// suspects are the managed jobs missing from the last distrusted
 	// snapshot (distrust).
-	suspects map[string]bool
+	suspects map[bridge.JobID]bool
 	// foreignRounds counts the rounds in a row in which another daemon's
 	// run priority was seen (otherWriter).
 	foreignRounds int
@@ -36,7 +36,7 @@ func (t trustState) clone() trustState {
 // and which managed jobs a next read must show missing again for them to
 // be taken as gone (suspects). vanished are the jobs an earlier read
 // showed missing; without them, the suspects of the last round count.
-func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause string, suspects map[string]bool) {
+func (c *Core) distrust(snap *bridge.Snapshot, vanished []bridge.JobID) (why, cause string, suspects map[bridge.JobID]bool) {
 	if snap == nil {
 		return "no snapshot", "snapshot_error", c.suspects
 	}
@@ -50,8 +50,8 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 		return "no usable GPU node in the managed partitions", "no_nodes", c.suspects
 	}
 	known := 0
-	for id := range c.jobs {
-		if _, err := ParseJobID(id); err == nil {
+	for key := range c.jobs {
+		if _, ok := key.Job(); ok {
 			known++ // a job array's waiting tasks (slots) are not Slurm's records
 		}
 	}
@@ -63,7 +63,7 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 		// their owner, stay gone; a broken answer rarely repeats itself.
 		earlier := c.suspects
 		if vanished != nil {
-			earlier = map[string]bool{}
+			earlier = map[bridge.JobID]bool{}
 			for _, id := range vanished {
 				earlier[id] = true
 			}
@@ -75,7 +75,7 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 		if confirmed {
 			return "", "", nil
 		}
-		suspects = map[string]bool{}
+		suspects = map[bridge.JobID]bool{}
 		for _, id := range gone {
 			suspects[id] = true
 		}
@@ -85,14 +85,14 @@ func (c *Core) distrust(snap *bridge.Snapshot, vanished []string) (why, cause st
 }
 
 // missingFrom lists the tracked jobs snap does not show.
-func (c *Core) missingFrom(snap *bridge.Snapshot) []string {
-	var gone []string
-	for id := range c.jobs {
-		jid, err := ParseJobID(id)
-		if err != nil {
+func (c *Core) missingFrom(snap *bridge.Snapshot) []bridge.JobID {
+	var gone []bridge.JobID
+	for key := range c.jobs {
+		id, ok := key.Job()
+		if !ok {
 			continue
 		}
-		if _, ok := snap.Job(jid); !ok {
+		if _, ok := snap.Job(id); !ok {
 			gone = append(gone, id)
 		}
 	}
@@ -108,7 +108,7 @@ type Trust struct {
 	// is why (Cause "jobs_vanished"): the caller reads Slurm again and
 	// passes them to Step (Input.Vanished), which takes the same jobs
 	// missing again as gone.
-	Vanished []string
+	Vanished []bridge.JobID
 }
 
 // Check judges snap as the next Step would, and changes nothing.
@@ -133,7 +133,7 @@ func (c *Core) Check(snap *bridge.Snapshot) Trust {
 func (c *Core) otherWriter(snap *bridge.Snapshot) string {
 	var foreign []string
 	for _, j := range snap.Jobs {
-		js := c.jobs[j.ID.String()]
+		js := c.jobs[keyOf(j.ID)]
 		mark := j.Priority - RunPriority
 		if js == nil || !js.marked || mark < 0 || mark >= instanceMarks || mark == int64(c.set.Instance) {
 			continue

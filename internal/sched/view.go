@@ -112,7 +112,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 		ts.Busy += n.GPUsUsed
 	}
 	for _, j := range snap.Jobs {
-		s := c.jobs[j.ID.String()]
+		s := c.jobs[keyOf(j.ID)]
 		preempting := s != nil && s.pre.phase != notPreempted
 		if !c.inPartitions(j.Partition) || (!j.Active() && !preempting) {
 			// Finished jobs stay in Slurm's answer for MinJobAge; like
@@ -140,12 +140,12 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			for _, n := range s.notes {
 				jv.Reason += "; " + n
 			}
-			if c.allocation != nil && c.allocation.Notes[s.id] != "" {
+			if c.allocation != nil && c.allocation.Notes[s.name] != "" {
 				// The policy could not honour something of the job's
 				// (an SLO it cannot meet): said here, not a stalled round.
-				jv.Reason += "; " + c.allocation.Notes[s.id]
+				jv.Reason += "; " + c.allocation.Notes[s.name]
 			}
-			jv.Allocation = alloc[s.id]
+			jv.Allocation = alloc[s.name]
 			jv.Received, jv.SinceArrival = copyMap(s.received), now.Sub(s.firstSeen)
 			jv.ThroughputSource = s.source
 			jv.Throughputs = make(map[string]Rate, len(s.throughputs))
@@ -155,8 +155,8 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				jv.Throughputs[t] = r
 			}
 			jv.Preempt, jv.Grace = string(c.modeOf(s)), c.graceStatus(s)
-			jv.StepsDone, jv.StepsRemaining, jv.StepsTotal = -1, c.stepsRemaining(s.id, s), s.tag.Steps
-			if done, ok := c.stepsDone(s.id); ok {
+			jv.StepsDone, jv.StepsRemaining, jv.StepsTotal = -1, c.stepsRemaining(s), s.tag.Steps
+			if done, ok := c.stepsDone(s); ok {
 				jv.StepsDone = done
 			}
 			jv.RestartCost, jv.RestartSource = c.restartCost(s), restartSource(s)
@@ -175,7 +175,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				if slot == nil {
 					continue
 				}
-				for t, f := range alloc[key] {
+				for t, f := range alloc[slot.name] {
 					if jv.Allocation == nil {
 						jv.Allocation = map[string]float64{}
 					}

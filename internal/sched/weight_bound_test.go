@@ -31,6 +31,6 @@ func TestSiteWeightProductZeroesTheAllocation(t *testing.T) {
 	}
 	if total < 0.5 {
 		t.Errorf("4 jobs, 2 GPUs: allocation sums to %g of the cluster (weight of job 3: %g), fallback %q, skipped %q",
-			total, c.jobs["3"].weight, res.Fallback, res.Skipped)
+			total, c.jobs[keyOf(3)].weight, res.Fallback, res.Skipped)
 	}
 }

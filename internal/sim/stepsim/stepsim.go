@@ -709,17 +709,14 @@ type progress struct {
 	r *run
 }
 
-func (p progress) job(id string) *job {
-	jid, err := sched.ParseJobID(id)
-	if err != nil {
-		return nil
-	}
-	return p.r.jobs[jid]
-}
+var (
+	_ sched.Progress      = progress{}
+	_ sched.FirstProgress = progress{}
+)
 
 // StepsDone implements sched.Progress.
-func (p progress) StepsDone(id string) (int64, bool) {
-	j := p.job(id)
+func (p progress) StepsDone(id bridge.JobID) (int64, bool) {
+	j := p.r.jobs[id]
 	if j == nil || !j.everRan {
 		return 0, false
 	}
@@ -727,8 +724,8 @@ func (p progress) StepsDone(id string) (int64, bool) {
 }
 
 // FirstProgress implements sched.FirstProgress.
-func (p progress) FirstProgress(id string, start time.Time) (time.Time, bool) {
-	j := p.job(id)
+func (p progress) FirstProgress(id bridge.JobID, start time.Time) (time.Time, bool) {
+	j := p.r.jobs[id]
 	if j == nil || !j.runStart.Equal(start) || j.runType == "" || p.r.now.Before(j.busyUntil) {
 		return time.Time{}, false
 	}
