@@ -19,17 +19,23 @@ type shape struct {
 	// (nil: a scalar, or nothing to check).
 	fields   map[string]*shape
 	required []string
+	// times are the keys whose value is an RFC 3339 time: checked here,
+	// where the key is known, since the error encoding/json gives for a
+	// bad time does not say whose it is.
+	times map[string]bool
 }
 
 var jobShape = &shape{
 	fields: map[string]*shape{"job_id": nil, "gpu_type": nil, "gpus": nil, "steps": nil,
-		"steps_per_s": nil, "sm_util": nil, "mem_used_bytes": nil},
+		"steps_per_s": nil, "sm_util": nil, "mem_used_bytes": nil, "first_progress": nil},
 	required: []string{"job_id", "gpu_type", "gpus", "sm_util", "mem_used_bytes"},
+	times:    map[string]bool{"first_progress": true},
 }
 
 var reportShape = &shape{
 	fields:   map[string]*shape{"node": nil, "time": nil, "interval_s": nil, "jobs": jobShape},
 	required: []string{"node", "time", "interval_s", "jobs"},
+	times:    map[string]bool{"time": true},
 }
 
 // maxDepth bounds nesting; the format needs three levels (report, jobs
@@ -75,6 +81,7 @@ type frame struct {
 	shape     *shape // object: its keys; array: the shape of its elements
 	expectKey bool
 	seen      map[string]bool
+	key       string // object: the key just read
 	child     *shape // object: shape under the key just read
 }
 
@@ -113,6 +120,11 @@ func checkShape(data []byte) error {
 			continue
 		}
 		// A value, in an object after its key or in an array.
+		if top.object && top.shape != nil && top.shape.times[top.key] {
+			if err := checkTime(top.key, tok); err != nil {
+				return err
+			}
+		}
 		if d, ok := tok.(json.Delim); ok {
 			switch d {
 			case '{', '[':
@@ -150,6 +162,7 @@ func checkKey(f *frame, key string) error {
 	}
 	f.seen[key] = true
 	f.expectKey = false
+	f.key = key
 	f.child = nil
 	if f.shape == nil {
 		return nil
@@ -160,6 +173,20 @@ func checkKey(f *frame, key string) error {
 	}
 	f.child = child
 	return nil
+}
+
+// checkTime accepts an RFC 3339 time with a zone, or null (absent).
+func checkTime(key string, tok json.Token) error {
+	switch v := tok.(type) {
+	case nil:
+		return nil
+	case string:
+		if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+			return reject(KindInvalid, "%s %q is not an RFC 3339 time with a zone", key, v)
+		}
+		return nil
+	}
+	return reject(KindInvalid, "%s is not an RFC 3339 time with a zone (a JSON string)", key)
 }
 
 func checkRequired(f *frame) error {

@@ -108,6 +108,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"job listed twice", edit(`"124","gpu_type":"k80"`, `"123","gpu_type":"v100"`), KindInvalid, "listed twice"},
 		{"deep nesting", edit(`"steps":1200`, `"steps":[[[[[[[[1]]]]]]]]`), KindMalformed, "nested"},
 		{"object for a number", edit(`"steps":1200`, `"steps":{"a":1}`), KindInvalid, "steps"},
+		{"first progress not a time", withFirstProgress(`"yesterday"`), KindInvalid, `first_progress "yesterday" is not an RFC 3339 time`},
+		{"first progress without a zone", withFirstProgress(`"2025-03-01T11:59:00"`), KindInvalid, "first_progress"},
+		{"first progress as a number", withFirstProgress(`1740830340`), KindInvalid, "first_progress is not an RFC 3339 time"},
+		{"first progress as an object", withFirstProgress(`{"t":1}`), KindInvalid, "first_progress is not an RFC 3339 time"},
+		{"first progress after the report", withFirstProgress(`"2025-03-01T11:59:30.5Z"`), KindInvalid, "after the report's time"},
+		{"first progress years before", withFirstProgress(`"2023-03-01T11:59:00Z"`), KindInvalid, "before the report's time"},
+		{"report time as a number", edit(`"time":"2025-03-01T11:59:30Z"`, `"time":1740830370`), KindInvalid, "time is not an RFC 3339 time"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,6 +131,45 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), c.msg) {
 				t.Errorf("error %q does not mention %q", err, c.msg)
+			}
+		})
+	}
+}
+
+// withFirstProgress is the good report with the first job's first
+// progress set to value, as JSON.
+func withFirstProgress(value string) string {
+	return edit(`"mem_used_bytes":1000`, `"mem_used_bytes":1000,"first_progress":`+value)
+}
+
+// A report's first progress is taken as sent, at the precision sent, up
+// to the report's own time; null is no first progress.
+func TestDecodeFirstProgress(t *testing.T) {
+	cases := map[string]struct {
+		value string
+		want  time.Time // zero: none
+	}{
+		"to the nanosecond":         {`"2025-03-01T11:58:59.123456789Z"`, time.Date(2025, 3, 1, 11, 58, 59, 123456789, time.UTC)},
+		"in another zone":           {`"2025-03-01T13:58:59+02:00"`, time.Date(2025, 3, 1, 11, 58, 59, 0, time.UTC)},
+		"at the report's time":      {`"2025-03-01T11:59:30Z"`, time.Date(2025, 3, 1, 11, 59, 30, 0, time.UTC)},
+		"months before, a long run": {`"2024-09-01T00:00:00Z"`, time.Date(2024, 9, 1, 0, 0, 0, 0, time.UTC)},
+		"null":                      {`null`, time.Time{}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rep, err := Decode(strings.NewReader(withFirstProgress(c.value)), DefaultMaxBytes, now, DefaultMaxAge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Jobs[0].FirstProgress
+			switch {
+			case c.want.IsZero() && got != nil:
+				t.Errorf("first progress %v, want none", *got)
+			case !c.want.IsZero() && (got == nil || !got.Equal(c.want)):
+				t.Errorf("first progress %v, want %v", got, c.want)
+			}
+			if rep.Jobs[1].FirstProgress != nil {
+				t.Errorf("first progress on a job that sent none: %v", *rep.Jobs[1].FirstProgress)
 			}
 		})
 	}

@@ -49,6 +49,13 @@ type Job struct {
 	SMUtil float64 `json:"sm_util"`
 	// MemUsedBytes is the GPU memory in use on the job's GPUs.
 	MemUsedBytes int64 `json:"mem_used_bytes"`
+	// FirstProgress is when the job's current run first reported
+	// progress: the time on its first progress line, or when the
+	// collector found that line. Every report of the run carries it,
+	// the warm-up's included, so that the daemon measures the run's
+	// restart cost to the line rather than to the end of an interval.
+	// Absent until the run reports, and from collectors that predate it.
+	FirstProgress *time.Time `json:"first_progress,omitempty"`
 }
 
 // Bounds beyond which a value is taken for a bug or a forgery rather than
@@ -65,6 +72,11 @@ const (
 	MaxSteps        = int64(1) << 53 // exact in a float64, so rates stay exact
 	MaxMemUsedBytes = int64(1) << 50 // 1 PiB
 )
+
+// MaxFirstProgressAge is how long before its report a first progress may
+// be: a run that has gone on for longer than a year is not one Slurm
+// would have kept running, so an older time is a job's clock or a bug.
+const MaxFirstProgressAge = 366 * 24 * time.Hour
 
 // MaxFutureSkew is how far ahead of the daemon's clock a report's time may
 // be: node clocks drift a little even under NTP (Slurm's munge credentials
@@ -135,7 +147,7 @@ func (r *Report) Validate(now time.Time, maxAge time.Duration) error {
 	seen := make(map[[2]string]bool, len(r.Jobs))
 	for i := range r.Jobs {
 		j := &r.Jobs[i]
-		if err := j.validate(); err != nil {
+		if err := j.validate(r.Time); err != nil {
 			return &Error{Kind: KindOf(err), Err: fmt.Errorf("jobs[%d]: %w", i, err)}
 		}
 		key := [2]string{j.JobID, j.GPUType}
@@ -147,7 +159,9 @@ func (r *Report) Validate(now time.Time, maxAge time.Duration) error {
 	return nil
 }
 
-func (j *Job) validate() error {
+// validate checks j's values; at is its report's time, which its first
+// progress cannot be after.
+func (j *Job) validate(at time.Time) error {
 	if j.JobID == "" {
 		return reject(KindInvalid, "job_id is empty")
 	}
@@ -176,6 +190,18 @@ func (j *Job) validate() error {
 	}
 	if j.MemUsedBytes < 0 || j.MemUsedBytes > MaxMemUsedBytes {
 		return reject(KindInvalid, "mem_used_bytes %d is not in [0, 2^50]", j.MemUsedBytes)
+	}
+	if fp := j.FirstProgress; fp != nil {
+		// Progress the interval has not reached yet, or from before any
+		// run that could still be going, is no measurement.
+		if fp.After(at) {
+			return reject(KindInvalid, "first_progress %s is after the report's time %s",
+				fp.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+		}
+		if at.Sub(*fp) > MaxFirstProgressAge {
+			return reject(KindInvalid, "first_progress %s is more than %s before the report's time %s",
+				fp.Format(time.RFC3339Nano), MaxFirstProgressAge, at.Format(time.RFC3339Nano))
+		}
 	}
 	return nil
 }
