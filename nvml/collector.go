@@ -139,6 +139,10 @@ func (c *Collector) Collect() (reports.Report, error) {
 			c.cfg.Log.Warn().Str("job", id).Float64("steps_per_s", *prog.Rate).Msg("implausible rate left out")
 			prog.Rate = nil
 		}
+		first, ok := reportedFirstProgress(prog.FirstProgress, rep.Time)
+		if !ok {
+			c.cfg.Log.Warn().Str("job", id).Time("first_progress", prog.FirstProgress).Msg("implausible first progress left out")
+		}
 		for typ, positions := range byType {
 			j := reports.Job{JobID: id, GPUType: typ, GPUs: len(positions)}
 			var util float64
@@ -152,7 +156,7 @@ func (c *Collector) Collect() (reports.Report, error) {
 			// A job's progress is the job's as a whole: it can be put
 			// on a type only when the job uses one type on the node.
 			if len(byType) == 1 {
-				j.Steps, j.StepsPerS = prog.Steps, prog.Rate
+				j.Steps, j.StepsPerS, j.FirstProgress = prog.Steps, prog.Rate, first
 			}
 			rep.Jobs = append(rep.Jobs, j)
 		}
@@ -171,6 +175,27 @@ func (c *Collector) Collect() (reports.Report, error) {
 		return reports.Report{}, fmt.Errorf("collector built an invalid report: %w", err)
 	}
 	return rep, nil
+}
+
+// reportedFirstProgress is a run's first progress as a report at reportAt
+// carries it: nil when there is none, or (with false) when it is too far
+// back for the daemon to take, which only a job's own times can make.
+// A time after the report's, which is truncated to the second (or a
+// line's time a little ahead of the node's clock), is sent as the
+// report's time: the progress was made by then.
+func reportedFirstProgress(first, reportAt time.Time) (*time.Time, bool) {
+	switch {
+	case first.IsZero():
+		return nil, true
+	case reportAt.Sub(first) > reports.MaxFirstProgressAge:
+		return nil, false
+	case first.After(reportAt):
+		first = reportAt
+	}
+	// Milliseconds, as the interval: the clocks that compare them are no
+	// finer.
+	first = first.UTC().Truncate(time.Millisecond)
+	return &first, true
 }
 
 // mapJobs finds the jobs on the node's GPUs: first from the Prolog's

@@ -264,3 +264,64 @@ func TestCollectCountFails(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestCollectFirstProgress: each report of a run carries the time of the
+// run's first progress line, the warm-up's too; a requeued run (the
+// Prolog's fresh mapping and progress files) starts over. A line time
+// ahead of the report (truncated to the second) is sent as the report's
+// time; one too far back for the daemon is left out.
+func TestCollectFirstProgress(t *testing.T) {
+	// The node's clock starts at 1,700,000,000 and each step advances it
+	// by 30 s before collecting.
+	type cstep struct {
+		requeue bool   // the Prolog writes the job's files again
+		lines   string // appended to the progress file
+		want    string // first_progress, RFC 3339; "": absent
+	}
+	cases := map[string][]cstep{
+		"the first line's time, from the warm-up on": {
+			{},
+			{lines: "5000 1700000041.250\n5100 1700000055\n", want: "2023-11-14T22:14:01.25Z"},
+			{lines: "5400 1700000085\n", want: "2023-11-14T22:14:01.25Z"},
+			{want: "2023-11-14T22:14:01.25Z"},
+		},
+		"a requeued run starts over": {
+			{lines: "5000 1700000012\n", want: "2023-11-14T22:13:32Z"},
+			{requeue: true},
+			{lines: "5000 1700000079\n", want: "2023-11-14T22:14:39Z"},
+		},
+		"a line ahead of the report": {
+			{lines: "5000 1700000030.7\n", want: "2023-11-14T22:13:50Z"},
+		},
+		"a line time long gone": {
+			{lines: "5000 5\n5100 1700000029\n"},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			n := newNode(t, "a100:1", nil)
+			writeJob := func() {
+				path := filepath.Join(n.jobsDir, "8")
+				os.WriteFile(path+".tmp", []byte("0\n"), 0o644)
+				os.Rename(path+".tmp", path)
+				os.Remove(filepath.Join(n.progDir, "8.progress"))
+				n.write(n.progDir, "8.progress", "")
+			}
+			writeJob()
+			for i, s := range steps {
+				if s.requeue {
+					writeJob()
+				}
+				n.write(n.progDir, "8.progress", s.lines)
+				got := n.collect(30 * time.Second)["8/a100"]
+				var fp string
+				if got.FirstProgress != nil {
+					fp = got.FirstProgress.Format(time.RFC3339Nano)
+				}
+				if fp != s.want {
+					t.Errorf("step %d: first_progress %q, want %q", i, fp, s.want)
+				}
+			}
+		})
+	}
+}

@@ -51,11 +51,21 @@ type JobProgress struct {
 	// shrank or was replaced, its count went down, or the Prolog wrote its
 	// mapping again.
 	Restarted bool
+	// FirstProgress is when the job's current run wrote its first line:
+	// the line's own time, else (a line without one) the last time the
+	// file was written before the collector read the line, which is at
+	// most one line late. Zero until the run writes a line. It comes
+	// with every interval of the run, so that the daemon learns when a
+	// restarted job got going from the line rather than from the end of
+	// the interval that holds it.
+	FirstProgress time.Time
 }
 
 type sample struct {
 	steps int64
 	t     time.Time
+	// timed tells that t is the line's own time, not the read's.
+	timed bool
 }
 
 type progressState struct {
@@ -65,7 +75,8 @@ type progressState struct {
 	partial  []byte // an unfinished last line
 	skipping bool   // dropping bytes up to the next newline
 	last     *sample
-	base     *sample // last sample of the previous interval: the rate's start
+	base     *sample   // last sample of the previous interval: the rate's start
+	first    time.Time // the run's first line (JobProgress.FirstProgress)
 }
 
 // ProgressTracker follows the progress files of the jobs on a node.
@@ -88,10 +99,16 @@ func NewProgressTracker(dir string) *ProgressTracker {
 func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress, error) {
 	st := p.jobs[job]
 	var out JobProgress
-	if st == nil || st.stamp != stamp {
-		out.Restarted = st != nil
+	switch {
+	case st == nil:
 		st = &progressState{stamp: stamp}
 		p.jobs[job] = st
+	case st.stamp != stamp:
+		// The Prolog wrote the job's mapping again: a new run. What
+		// was read of the file is the last run's; the new run's lines
+		// are those after it (or all of a new file's).
+		out.Restarted = true
+		st.stamp, st.last, st.base, st.first = stamp, nil, nil, time.Time{}
 	}
 	f, fi, err := openRegular(filepath.Join(p.dir, job+ProgressSuffix))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -130,7 +147,14 @@ func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress,
 		return out, fmt.Errorf("job %s: read progress file: %w", job, err)
 	}
 	st.offset += int64(n)
-	restarted, garbage := st.consume(buf[:n], now)
+	// What was read was all written by the file's last change: for a
+	// line without its own time, that is closer to when the job wrote it
+	// than now, with the collector's interval between reads.
+	written := fi.ModTime()
+	if written.After(now) {
+		written = now
+	}
+	restarted, garbage := st.consume(buf[:n], now, written)
 	out.Garbage += garbage
 	p.Garbage += out.Garbage
 	if restarted {
@@ -139,6 +163,7 @@ func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress,
 	if st.last == nil {
 		return out, nil
 	}
+	out.FirstProgress = st.first
 	steps := st.last.steps
 	out.Steps = &steps
 	switch {
@@ -157,10 +182,10 @@ func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress,
 	return out, nil
 }
 
-// consume parses the complete lines in data. It reports whether the count
-// went down (the job restarted from a checkpoint and kept appending) and
-// how many lines it skipped.
-func (st *progressState) consume(data []byte, now time.Time) (restarted bool, garbage int) {
+// consume parses the complete lines in data, written by the time written
+// at the latest. It reports whether the count went down (the job restarted
+// from a checkpoint and kept appending) and how many lines it skipped.
+func (st *progressState) consume(data []byte, now, written time.Time) (restarted bool, garbage int) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -201,11 +226,13 @@ func (st *progressState) consume(data []byte, now time.Time) (restarted bool, ga
 		}
 		switch {
 		case st.last == nil:
+			st.first = s.firstProgress(written)
 		case s.steps < st.last.steps:
 			// Counting again from a checkpoint: a new run, with a new
-			// warm-up.
+			// warm-up, whose first progress is this line.
 			restarted = true
 			st.base = nil
+			st.first = s.firstProgress(written)
 		case s.t.Before(st.last.t):
 			// Time going back with the count going forward: not a line
 			// to trust.
@@ -215,6 +242,15 @@ func (st *progressState) consume(data []byte, now time.Time) (restarted bool, ga
 		st.last = &s
 	}
 	return restarted, garbage
+}
+
+// firstProgress is when the line was written: its own time, else the
+// file's last change before it was read.
+func (s sample) firstProgress(written time.Time) time.Time {
+	if s.timed {
+		return s.t
+	}
+	return written
 }
 
 // parseProgressLine reads "STEPS [UNIX_TIME]". A time ahead of now (by
@@ -236,7 +272,7 @@ func parseProgressLine(line []byte, now time.Time) (sample, bool) {
 			return sample{}, false
 		}
 		whole, frac := math.Modf(sec)
-		s.t = time.Unix(int64(whole), int64(frac*1e9))
+		s.t, s.timed = time.Unix(int64(whole), int64(frac*1e9)), true
 	}
 	return s, true
 }

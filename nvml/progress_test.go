@@ -236,3 +236,81 @@ func TestProgressForget(t *testing.T) {
 		t.Errorf("jobs left %v, want only 2", p.jobs)
 	}
 }
+
+// A run's first progress is its first line's time, from the warm-up on and
+// in every interval after; a line without a time stands in with the
+// file's last change before the read, no later than the read. Each new run
+// (count going down, a file replaced, removed or truncated, the mapping
+// written again) starts over from its own first line.
+func TestProgressFirstProgress(t *testing.T) {
+	type fstep struct {
+		do    func(t *testing.T, path string)
+		mtime float64 // when the file was last written (Unix seconds); 0: left as the write made it
+		now   int64
+		stamp string
+		first float64 // Unix seconds; 0: none
+	}
+	cases := map[string][]fstep{
+		"timed lines: the first line's own time": {
+			{do: nothing, now: 1000},
+			{do: appendText("5000 1012.25\n5100 1020\n"), now: 1030, first: 1012.25}, // warm-up
+			{do: appendText("5400 1050\n"), now: 1060, first: 1012.25},
+			{do: nothing, now: 1090, first: 1012.25},
+		},
+		"untimed lines: the file's last change": {
+			{do: appendText("5000\n"), mtime: 1013, now: 1030, first: 1013},
+			{do: appendText("5300\n"), mtime: 1055, now: 1060, first: 1013},
+		},
+		"untimed lines: never after the read": {
+			{do: appendText("5000\n"), mtime: 1100, now: 1030, first: 1030},
+		},
+		"count going down: the new run's first line": {
+			{do: appendText("5000 1010\n"), now: 1030, first: 1010},
+			{do: appendText("5300 1040\n4000 1052\n4100 1055\n"), now: 1060, first: 1052},
+			{do: appendText("4400 1080\n"), now: 1090, first: 1052},
+		},
+		"file replaced": {
+			{do: appendText("5000 1010\n"), now: 1030, first: 1010},
+			{do: replaceWith("6000 1047\n"), now: 1060, first: 1047},
+		},
+		"file removed, then a new one": {
+			{do: appendText("5000 1010\n"), now: 1030, first: 1010},
+			{do: remove, now: 1060},
+			{do: appendText("5000 1075\n"), now: 1090, first: 1075},
+		},
+		"mapping written again (requeued on this node)": {
+			{do: appendText("5000 1010\n"), now: 1030, stamp: "a", first: 1010},
+			{do: nothing, now: 1060, stamp: "b"},
+			{do: appendText("5100 1081\n"), now: 1090, stamp: "b", first: 1081},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "77"+ProgressSuffix)
+			p := NewProgressTracker(dir)
+			for i, s := range steps {
+				s.do(t, path)
+				if s.mtime != 0 {
+					whole, frac := math.Modf(s.mtime)
+					mt := time.Unix(int64(whole), int64(frac*1e9))
+					if err := os.Chtimes(path, mt, mt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := p.Update("77", s.stamp, time.Unix(s.now, 0))
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				var want time.Time
+				if s.first != 0 {
+					whole, frac := math.Modf(s.first)
+					want = time.Unix(int64(whole), int64(frac*1e9))
+				}
+				if !got.FirstProgress.Equal(want) {
+					t.Errorf("step %d: first progress %v, want %v", i, got.FirstProgress, want)
+				}
+			}
+		})
+	}
+}
