@@ -30,7 +30,9 @@ type Measured struct {
 }
 
 // firstProgress is the earliest progress a job reported in the run Slurm
-// started at start: the end of its first interval with a rate.
+// started at start: the first progress its collector reported for the
+// run, else (a collector that does not report it) the end of its first
+// interval with a rate.
 type firstProgress struct{ start, at time.Time }
 
 // NewMeasured returns a measured estimator over the reference table.
@@ -78,11 +80,14 @@ func (m *Measured) StepsDone(job bridge.JobID) (int64, bool) {
 	return done, ok
 }
 
-// FirstProgress implements sched.FirstProgress: the end of the first
-// interval with progress the job reported in the run that started at
-// start. The collectors report a rate from a run's second interval with
-// progress on (the first one's rate holds the start-up), so this is late
-// by up to one collector interval.
+// FirstProgress implements sched.FirstProgress: the earliest first
+// progress the job's collectors reported for the run that started at
+// start, which is the time of the run's first progress line (its own
+// time, or the progress file's last change before the collector read
+// it). A collector that does not report it leaves the end of the run's
+// first interval with a rate, which is late by up to two collector
+// intervals: the first interval with progress, whose rate holds the
+// start-up, has none.
 func (m *Measured) FirstProgress(job bridge.JobID, start time.Time) (time.Time, bool) {
 	m.firstMu.Lock()
 	defer m.firstMu.Unlock()
@@ -174,6 +179,8 @@ const (
 )
 
 // interval is one reported interval of one job: what feed needs of it.
+// (A run's first progress is kept by its entry, not by its intervals: the
+// warm-up interval has no rate, yet carries it.)
 type interval struct {
 	at    int64 // end of the interval, Unix nanoseconds
 	rate  float64
@@ -186,6 +193,29 @@ type interval struct {
 type jobEntry struct {
 	intervals [keptIntervals]interval
 	n, first  int // ring: intervals[first] is the oldest of n
+	// Of the first progress times reported for the job (Unix
+	// nanoseconds; 0: none), the earliest, and the latest report's
+	// (firstLatestAt: that report's time). Feed keeps the earliest of
+	// them in the run Slurm shows (Measured.noteProgress): the earliest
+	// when the reports are all of that run, as they nearly always are
+	// (a collector that restarted in the run reports a later time than
+	// before); the latest report's when the job was requeued and started
+	// again since the earliest.
+	firstEarliest, firstLatest, firstLatestAt int64
+}
+
+// noteFirst keeps the first progress fp that a report at reportAt
+// carried.
+func (e *jobEntry) noteFirst(fp, reportAt int64) {
+	if e.firstEarliest == 0 || fp < e.firstEarliest {
+		e.firstEarliest = fp
+	}
+	switch {
+	case e.firstLatest == 0 || reportAt > e.firstLatestAt:
+		e.firstLatest, e.firstLatestAt = fp, reportAt
+	case reportAt == e.firstLatestAt:
+		e.firstLatest = min(e.firstLatest, fp)
+	}
 }
 
 func (e *jobEntry) add(iv interval) (superseded bool) {
@@ -218,7 +248,8 @@ type nodeQueue struct {
 // report that would take it past its limits in bytes (whole: a report is
 // taken or refused), so that what it holds is bounded whatever the
 // collectors send. Only what feed uses is kept: rates, with their step
-// counts; a job reported without a rate costs nothing.
+// counts, and each run's first progress; a job reported with neither
+// costs nothing.
 type reportQueue struct {
 	mu     sync.Mutex
 	limits ReportLimits
@@ -273,7 +304,7 @@ func (q *reportQueue) add(r reports.Report) error {
 	}
 	rated := 0
 	for _, j := range r.Jobs {
-		if j.StepsPerS == nil {
+		if !kept(j) {
 			continue
 		}
 		rated++
@@ -308,7 +339,7 @@ func (q *reportQueue) add(r reports.Report) error {
 		q.bytes += n.bytes
 	}
 	for _, j := range r.Jobs {
-		if j.StepsPerS == nil {
+		if !kept(j) {
 			continue
 		}
 		k := entryKey{j.JobID, j.GPUType}
@@ -319,6 +350,12 @@ func (q *reportQueue) add(r reports.Report) error {
 			c := entryCost(j.JobID, j.GPUType)
 			n.bytes += c
 			q.bytes += c
+		}
+		if j.FirstProgress != nil {
+			e.noteFirst(j.FirstProgress.UnixNano(), r.Time.UnixNano())
+		}
+		if j.StepsPerS == nil {
+			continue
 		}
 		iv := interval{at: r.Time.UnixNano(), rate: *j.StepsPerS, steps: -1}
 		if j.Steps != nil {
@@ -331,15 +368,26 @@ func (q *reportQueue) add(r reports.Report) error {
 	return nil
 }
 
+// kept tells whether the queue keeps anything of j: its rate, or its
+// run's first progress.
+func kept(j reports.Job) bool { return j.StepsPerS != nil || j.FirstProgress != nil }
+
 // measuredInterval is one interval drained from the queue.
 type measuredInterval struct {
 	node, job, gpuType string
 	interval
 }
 
-// drain empties the queue: the nodes that reported jobs (sorted), and
-// their intervals in the order of their times, as they were measured.
-func (q *reportQueue) drain() (nodes []string, out []measuredInterval, superseded int) {
+// reportedFirst is a first progress drained from the queue (jobEntry).
+type reportedFirst struct {
+	node, job, gpuType string
+	at                 int64 // Unix nanoseconds
+}
+
+// drain empties the queue: the nodes that reported jobs (sorted), their
+// intervals in the order of their times, as they were measured, and the
+// first progress of their jobs' runs.
+func (q *reportQueue) drain() (nodes []string, out []measuredInterval, firsts []reportedFirst, superseded int) {
 	q.mu.Lock()
 	held := q.nodes
 	superseded = q.superseded
@@ -348,6 +396,12 @@ func (q *reportQueue) drain() (nodes []string, out []measuredInterval, supersede
 	for node, n := range held {
 		nodes = append(nodes, node)
 		for k, e := range n.entries {
+			if e.firstEarliest != 0 {
+				firsts = append(firsts, reportedFirst{node: node, job: k.job, gpuType: k.gpuType, at: e.firstEarliest})
+			}
+			if e.firstLatest != e.firstEarliest {
+				firsts = append(firsts, reportedFirst{node: node, job: k.job, gpuType: k.gpuType, at: e.firstLatest})
+			}
 			for i := range e.n {
 				out = append(out, measuredInterval{node: node, job: k.job, gpuType: k.gpuType,
 					interval: e.intervals[(e.first+i)%keptIntervals]})
@@ -358,7 +412,7 @@ func (q *reportQueue) drain() (nodes []string, out []measuredInterval, supersede
 	slices.SortStableFunc(out, func(a, b measuredInterval) int {
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.node, b.node), cmp.Compare(a.job, b.job), cmp.Compare(a.gpuType, b.gpuType))
 	})
-	return nodes, out, superseded
+	return nodes, out, firsts, superseded
 }
 
 // held is how many bytes the queue holds, by its estimate.
@@ -385,12 +439,14 @@ func (d *Daemon) Receive(r reports.Report) error { return d.queue.add(r) }
 // forged report cannot teach the estimator a rate for a placement that is
 // not real. So is a measurement of a job the daemon does not manage:
 // nothing would forget it when the job ends (Result.Forget lists managed
-// jobs).
+// jobs). A run's reported first progress goes, on the same terms, to the
+// restart costs (Measured.FirstProgress); it is no measurement, and not
+// counted.
 func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 	if d.Measured == nil {
 		return 0, 0
 	}
-	nodes, intervals, superseded := d.queue.drain()
+	nodes, intervals, firsts, superseded := d.queue.drain()
 	if superseded > 0 {
 		d.Log.Debug().Int("superseded", superseded).Int("kept_per_job", keptIntervals).
 			Msg("collector intervals pushed out by newer ones since the last round")
@@ -406,11 +462,17 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 			d.Log.Warn().Str("node", node).Msg("collector reports as a node Slurm does not know; its reports are dropped: run it with --node set to the node's Slurm name")
 		}
 	}
+	for _, f := range firsts {
+		if j, ok := d.runsThere(snap, f.job, f.gpuType, f.node); ok {
+			// One before the start is no progress of this run: an
+			// earlier run's line, or node and controller clocks apart;
+			// the run's first interval with a rate stands in.
+			d.Measured.noteProgress(f.job, j.StartTime, time.Unix(0, f.at))
+		}
+	}
 	for _, iv := range intervals {
-		jid, err := bridge.ParseJobID(iv.job) // as the collector wrote it
-		j, ok := snap.Job(jid)
-		if err != nil || !ok || j.State != bridge.JobRunning || j.RunningGPUType != iv.gpuType ||
-			!slices.Contains(j.RunningNodes, iv.node) || !d.Core.Tracks(jid) {
+		j, ok := d.runsThere(snap, iv.job, iv.gpuType, iv.node)
+		if !ok {
 			dropped++
 			continue
 		}
@@ -433,4 +495,19 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 		taken++
 	}
 	return taken, dropped
+}
+
+// runsThere returns the job a collector named (its id as written), when
+// Slurm shows it running on gpuType on node and the daemon manages it.
+func (d *Daemon) runsThere(snap *bridge.Snapshot, job, gpuType, node string) (bridge.Job, bool) {
+	jid, err := bridge.ParseJobID(job)
+	if err != nil {
+		return bridge.Job{}, false
+	}
+	j, ok := snap.Job(jid)
+	if !ok || j.State != bridge.JobRunning || j.RunningGPUType != gpuType ||
+		!slices.Contains(j.RunningNodes, node) || !d.Core.Tracks(jid) {
+		return bridge.Job{}, false
+	}
+	return j, true
 }

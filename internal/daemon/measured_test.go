@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestReportQueueOneEntryPerNodeAndJob(t *testing.T) {
 	if got := q.held(); got != want {
 		t.Errorf("1,000 reports of the same 4 jobs hold %d bytes, want %d", got, want)
 	}
-	nodes, out, superseded := q.drain()
+	nodes, out, _, superseded := q.drain()
 	if len(nodes) != 1 || len(out) != 4*keptIntervals || superseded != 4*(1000-keptIntervals) {
 		t.Fatalf("drained %v, %d intervals, %d superseded; want 1 node, %d intervals, %d superseded",
 			nodes, len(out), superseded, 4*keptIntervals, 4*(1000-keptIntervals))
@@ -69,7 +70,7 @@ func TestReportQueueOneEntryPerNodeAndJob(t *testing.T) {
 	q.add(ratedReport("gpu1", 5, 100, 1, 1))
 	q.add(ratedReport("gpu1", 5, 100, 1, 2))
 	q.add(ratedReport("gpu1", 4, 100, 1, 3))
-	if _, out, _ := q.drain(); len(out) != 1 || out[0].rate != 1 {
+	if _, out, _, _ := q.drain(); len(out) != 1 || out[0].rate != 1 {
 		t.Errorf("repeats kept: %+v", out)
 	}
 }
@@ -147,7 +148,7 @@ func TestReportQueueKeepsOnlyRates(t *testing.T) {
 	if got := q.held(); got != nodeCost("busy") {
 		t.Errorf("a node with a job without a rate holds %d bytes, want %d (the node's name only)", got, nodeCost("busy"))
 	}
-	nodes, out, _ := q.drain()
+	nodes, out, _, _ := q.drain()
 	if len(nodes) != 1 || nodes[0] != "busy" || len(out) != 0 {
 		t.Errorf("drained %v and %d intervals, want the busy node only", nodes, len(out))
 	}
@@ -162,6 +163,65 @@ func TestReportQueueKeepsOnlyRates(t *testing.T) {
 	}
 }
 
+// A first progress is kept from any report that carries it, the
+// warm-up's without a rate included (at one entry's cost): the earliest,
+// which is the run's when all reports are of one run, and the latest
+// report's, which is the new run's when the job started again meanwhile
+// (feed keeps the earliest in the run Slurm shows).
+func TestReportQueueKeepsFirstProgress(t *testing.T) {
+	type sent struct{ at, first int } // seconds after queueEpoch; first 0: absent
+	tests := map[string]struct {
+		sent []sent
+		want []int // seconds after queueEpoch
+	}{
+		"warm-up alone":                    {[]sent{{30, 12}}, []int{12}},
+		"same run: the earliest":           {[]sent{{30, 12}, {60, 12}, {90, 9}, {120, 12}}, []int{9, 12}},
+		"absent: none":                     {[]sent{{30, 0}, {60, 0}}, nil},
+		"absent in some reports":           {[]sent{{30, 0}, {60, 41}, {90, 0}}, []int{41}},
+		"a new run":                        {[]sent{{30, 12}, {60, 12}, {200, 150}, {230, 150}}, []int{12, 150}},
+		"an older run's report, late":      {[]sent{{200, 150}, {60, 12}, {230, 150}}, []int{12, 150}},
+		"a collector restarted in the run": {[]sent{{30, 12}, {60, 55}, {90, 55}}, []int{12, 55}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var q reportQueue
+			for _, r := range tc.sent {
+				j := reports.Job{JobID: "7", GPUType: "v100", GPUs: 1}
+				if r.first != 0 {
+					fp := queueEpoch.Add(time.Duration(r.first) * time.Second)
+					j.FirstProgress = &fp
+				}
+				if err := q.add(reports.Report{Node: "n1", Time: queueEpoch.Add(time.Duration(r.at) * time.Second), IntervalS: 30,
+					Jobs: []reports.Job{j}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wantHeld := nodeCost("n1")
+			if tc.want != nil {
+				wantHeld += entryCost("7", "v100")
+			}
+			if got := q.held(); got != wantHeld {
+				t.Errorf("holds %d bytes, want %d", got, wantHeld)
+			}
+			_, out, firsts, _ := q.drain()
+			if len(out) != 0 {
+				t.Errorf("intervals without a rate drained: %+v", out)
+			}
+			var got []int
+			for _, f := range firsts {
+				if f.node != "n1" || f.job != "7" || f.gpuType != "v100" {
+					t.Errorf("drained %+v, want node n1, job 7, v100", f)
+				}
+				got = append(got, int(time.Unix(0, f.at).Sub(queueEpoch)/time.Second))
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("drained first progress %v s, want %v s", got, tc.want)
+			}
+		})
+	}
+}
+
 // A job on two nodes is reported by both: the round takes their
 // intervals in the order of their times, as they arrived, whatever node
 // sent them.
@@ -173,7 +233,7 @@ func TestReportQueueDrainsInTimeOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, out, _ := q.drain()
+	_, out, _, _ := q.drain()
 	if len(out) != 6 {
 		t.Fatalf("%d intervals, want 6", len(out))
 	}

@@ -11,17 +11,35 @@ import (
 
 // A preempted job's restart cost is measured from the requeue the daemon
 // sent: the grace period it used (5 s: it ran it out) and, since it
-// waited for a round before it started again, from its next start to the
-// first collector interval with progress. Status shows the figure and
+// waited for a round before it started again, from its next start to its
+// first progress: the time its collector reports for the run's first
+// progress line, from the warm-up report on, else (a collector without
+// first_progress, or one that says the run progressed before it started)
+// the end of its first interval with a rate. Status shows the figure and
 // where it comes from; a job never restarted shows the default.
 func TestRestartCostIsMeasuredAndShown(t *testing.T) {
+	type report struct {
+		after time.Duration  // since the restart
+		rated bool           // carries a rate (all but the warm-up)
+		first *time.Duration // first_progress, since the restart; nil: absent
+	}
+	since := func(d time.Duration) *time.Duration { return &d }
 	tests := map[string]struct {
-		reportAfter []time.Duration // reports after the restart, each with a rate
-		wantSource  string
-		wantCost    float64
+		reports    []report
+		wantSource string
+		wantCost   float64
 	}{
-		"first progress a minute after the start": {[]time.Duration{60 * time.Second, 90 * time.Second}, "measured", 65},
-		"no progress since the start":             {nil, "default", 0},
+		"no first progress: the first interval with a rate": {
+			[]report{{60 * time.Second, true, nil}, {90 * time.Second, true, nil}}, "measured", 65},
+		"no progress since the start": {nil, "default", 0},
+		"reported first progress": {
+			[]report{{30 * time.Second, false, since(12 * time.Second)}, {60 * time.Second, true, since(12 * time.Second)}}, "measured", 17},
+		"reported in the warm-up alone": {
+			[]report{{30 * time.Second, false, since(12500 * time.Millisecond)}}, "measured", 17.5},
+		"reported with the rates alone": {
+			[]report{{30 * time.Second, false, nil}, {60 * time.Second, true, since(21 * time.Second)}}, "measured", 26},
+		"first progress before the start": {
+			[]report{{30 * time.Second, false, since(-3 * time.Second)}, {60 * time.Second, true, since(-3 * time.Second)}}, "measured", 65},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -44,10 +62,19 @@ func TestRestartCostIsMeasuredAndShown(t *testing.T) {
 			if j.State != bridge.JobRunning {
 				t.Fatalf("first job not started again: %+v", j)
 			}
-			for _, after := range tc.reportAfter {
-				rate, steps := 40.0, int64(after.Seconds()*40)
-				if err := h.d.Receive(reports.Report{Node: "a1", Time: j.StartTime.Add(after), IntervalS: 30,
-					Jobs: []reports.Job{{JobID: first.String(), GPUType: "v100", GPUs: 1, StepsPerS: &rate, Steps: &steps}}}); err != nil {
+			for _, r := range tc.reports {
+				steps := int64(r.after.Seconds() * 40)
+				job := reports.Job{JobID: first.String(), GPUType: "v100", GPUs: 1, Steps: &steps}
+				if r.rated {
+					rate := 40.0
+					job.StepsPerS = &rate
+				}
+				if r.first != nil {
+					fp := j.StartTime.Add(*r.first)
+					job.FirstProgress = &fp
+				}
+				if err := h.d.Receive(reports.Report{Node: "a1", Time: j.StartTime.Add(r.after), IntervalS: 30,
+					Jobs: []reports.Job{job}}); err != nil {
 					t.Fatal(err)
 				}
 			}
