@@ -24,6 +24,10 @@ const (
 	DefaultProgressDir = "/run/gavel-slurm/progress"
 	DefaultProcRoot    = "/proc"
 	DefaultInterval    = 30 * time.Second
+	// DefaultProgressSample is how often Run looks for progress files
+	// that a starting run has written its first line to: what bounds the
+	// error on a first progress line without a time of its own.
+	DefaultProgressSample = time.Second
 )
 
 // Config is where a collector looks.
@@ -42,7 +46,11 @@ type Config struct {
 	Types *TypeMap
 	// Interval is how often Run collects.
 	Interval time.Duration
-	Log      zerolog.Logger
+	// ProgressSample is how often Run looks, between collections, for
+	// the first line of a starting run (ProgressTracker.Sample); zero:
+	// DefaultProgressSample. Not shorter than Interval: none.
+	ProgressSample time.Duration
+	Log            zerolog.Logger
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -67,6 +75,9 @@ func Open(lib Library, cfg Config) (*Collector, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.ProgressSample <= 0 {
+		cfg.ProgressSample = DefaultProgressSample
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -273,11 +284,26 @@ func (c *Collector) logSkipped(skipped []Skipped) {
 	c.skipped = now
 }
 
+// SampleProgress looks for the first progress lines of starting runs
+// between collections (ProgressTracker.Sample).
+func (c *Collector) SampleProgress() {
+	if err := c.progress.Sample(c.cfg.Now()); err != nil {
+		c.cfg.Log.Debug().Err(err).Msg("progress files not sampled")
+	}
+}
+
 // Run collects at once and then every interval, handing each report to
 // send, until ctx is done. A failed collection is logged and skipped.
+// In between it samples the progress files every ProgressSample.
 func (c *Collector) Run(ctx context.Context, send func(reports.Report)) error {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
+	var samples <-chan time.Time // nil: no sampling
+	if c.cfg.ProgressSample < c.cfg.Interval {
+		s := time.NewTicker(c.cfg.ProgressSample)
+		defer s.Stop()
+		samples = s.C
+	}
 	for {
 		rep, err := c.Collect()
 		if err != nil {
@@ -285,10 +311,16 @@ func (c *Collector) Run(ctx context.Context, send func(reports.Report)) error {
 		} else {
 			send(rep)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				break wait
+			case <-samples:
+				c.SampleProgress()
+			}
 		}
 	}
 }

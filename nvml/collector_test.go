@@ -2,6 +2,7 @@ package nvml
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -323,5 +324,58 @@ func TestCollectFirstProgress(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCollectSamplesFirstProgress: between collections, the collector
+// dates a run's first line without a time of its own to when it first saw
+// the line written, not to the end of the interval.
+func TestCollectSamplesFirstProgress(t *testing.T) {
+	n := newNode(t, "a100:1", nil)
+	n.write(n.jobsDir, "8", "0\n")
+	n.write(n.progDir, "8.progress", "")
+	progress := filepath.Join(n.progDir, "8.progress")
+	if got := n.collect(30 * time.Second)["8/a100"]; got.FirstProgress != nil {
+		t.Fatalf("first progress %v before any line", *got.FirstProgress)
+	}
+	// A line every 10 s from 4 s into the interval, each seen by the
+	// sample a second later.
+	intervalStart := n.clock
+	for _, w := range []struct {
+		after time.Duration
+		line  string
+	}{{4 * time.Second, "5000\n"}, {14 * time.Second, "5100\n"}, {24 * time.Second, "5200\n"}} {
+		n.write(n.progDir, "8.progress", w.line)
+		written := intervalStart.Add(w.after)
+		if err := os.Chtimes(progress, written, written); err != nil {
+			t.Fatal(err)
+		}
+		n.clock = written.Add(time.Second)
+		n.c.SampleProgress()
+	}
+	n.clock = intervalStart
+	want := intervalStart.Add(4 * time.Second).UTC()
+	got := n.collect(30 * time.Second)["8/a100"]
+	if got.FirstProgress == nil || !got.FirstProgress.Equal(want) {
+		t.Errorf("first progress %v, want %v (the sample after the first line)", got.FirstProgress, want)
+	}
+}
+
+// TestRunSamplesProgress: Run samples the progress files between its
+// collections.
+func TestRunSamplesProgress(t *testing.T) {
+	n := newNode(t, "a100:1", nil)
+	n.c.cfg.Interval, n.c.cfg.ProgressSample = time.Hour, 5*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- n.c.Run(ctx, func(reports.Report) {}) }()
+	// After the first collection: a job that has just started writes.
+	time.Sleep(20 * time.Millisecond)
+	n.write(n.progDir, "8.progress", "5000\n")
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	<-done
+	if _, ok := n.c.progress.firstWrites["8"]; !ok {
+		t.Error("Run did not sample the progress files between collections")
 	}
 }

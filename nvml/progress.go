@@ -7,8 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/internal/reports"
@@ -79,18 +81,29 @@ type progressState struct {
 	first    time.Time // the run's first line (JobProgress.FirstProgress)
 }
 
+// firstWrite is when Sample first saw a job's progress file written while
+// the file's run had no line read yet: a stand-in for the time of the
+// run's first line when the line has none, closer than what Update alone
+// knows (the file's last change before its read).
+type firstWrite struct {
+	file uint64 // the file's identity: a new file is a new run
+	at   time.Time
+}
+
 // ProgressTracker follows the progress files of the jobs on a node.
 type ProgressTracker struct {
 	dir          string
 	maxReadBytes int64
 	jobs         map[string]*progressState
+	firstWrites  map[string]firstWrite
 	// Garbage counts every line skipped since the tracker started.
 	Garbage int
 }
 
 // NewProgressTracker follows the files in dir.
 func NewProgressTracker(dir string) *ProgressTracker {
-	return &ProgressTracker{dir: dir, maxReadBytes: defaultMaxReadBytes, jobs: map[string]*progressState{}}
+	return &ProgressTracker{dir: dir, maxReadBytes: defaultMaxReadBytes, jobs: map[string]*progressState{},
+		firstWrites: map[string]firstWrite{}}
 }
 
 // Update reads what job appended since the last call and returns its
@@ -151,6 +164,9 @@ func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress,
 	// line without its own time, that is closer to when the job wrote it
 	// than now, with the collector's interval between reads.
 	written := fi.ModTime()
+	if fw, ok := p.firstWrites[job]; ok && fw.file == st.file && st.last == nil && fw.at.Before(written) {
+		written = fw.at
+	}
 	if written.After(now) {
 		written = now
 	}
@@ -163,6 +179,7 @@ func (p *ProgressTracker) Update(job, stamp string, now time.Time) (JobProgress,
 	if st.last == nil {
 		return out, nil
 	}
+	delete(p.firstWrites, job) // the run has its first line
 	out.FirstProgress = st.first
 	steps := st.last.steps
 	out.Steps = &steps
@@ -285,4 +302,49 @@ func (p *ProgressTracker) Forget(keep map[string]bool) {
 			delete(p.jobs, job)
 		}
 	}
+	for job := range p.firstWrites {
+		if !keep[job] {
+			delete(p.firstWrites, job)
+		}
+	}
+}
+
+// Sample looks, between two updates, for progress files written while
+// their run has no line read yet: a job that has just started, on the
+// node or again, or one still starting up. It notes when it first sees
+// each written, so that the run's first line, when it has no time of its
+// own, is dated to the sample rather than to the next update's read. It
+// reads no line and only looks at the directory and the files' sizes, so
+// that it can run every second or so.
+func (p *ProgressTracker) Sample(now time.Time) error {
+	entries, err := os.ReadDir(p.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("progress files: %w", err)
+	}
+	for _, e := range entries {
+		job, ok := strings.CutSuffix(e.Name(), ProgressSuffix)
+		if !ok || !e.Type().IsRegular() || !isJobID(job) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+			continue // gone since the listing, or nothing written yet
+		}
+		id := fileID(fi)
+		if fw, ok := p.firstWrites[job]; ok && fw.file == id {
+			continue
+		}
+		if st := p.jobs[job]; st != nil && st.file == id && (st.last != nil || fi.Size() <= st.offset) {
+			continue // the run has its first line, or nothing new
+		}
+		at := fi.ModTime()
+		if at.After(now) {
+			at = now
+		}
+		p.firstWrites[job] = firstWrite{file: id, at: at}
+	}
+	return nil
 }

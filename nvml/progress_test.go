@@ -314,3 +314,111 @@ func TestProgressFirstProgress(t *testing.T) {
 		})
 	}
 }
+
+// Sampling between updates dates a run's first line without a time of its
+// own to the first sample that saw the file written, not to the file's
+// last change before the update read it: for a job new to the node, one
+// started again (the Prolog's fresh file) and one still starting up. A
+// line with its own time keeps it, and a run that has its first line is
+// no longer sampled.
+func TestProgressSample(t *testing.T) {
+	type sstep struct {
+		do     func(t *testing.T, path string)
+		mtime  int64 // Unix seconds; 0: left as the write made it
+		sample bool  // Sample at now, else Update
+		now    int64
+		stamp  string
+		first  int64 // after an update: Unix seconds; 0: none
+	}
+	cases := map[string][]sstep{
+		"a job new to the node": {
+			{do: appendText("5000\n"), mtime: 1002, sample: true, now: 1003},
+			{do: appendText("5100\n5200\n"), mtime: 1025, now: 1030, first: 1002},
+			{do: appendText("5300\n"), mtime: 1045, sample: true, now: 1046},
+			{do: nothing, now: 1060, first: 1002},
+		},
+		"nothing written at the sample": {
+			{do: appendText(""), sample: true, now: 1003},
+			{do: appendText("5000\n5100\n"), mtime: 1025, now: 1030, first: 1025},
+		},
+		"still starting up": {
+			{do: appendText(""), now: 1000},
+			{do: nothing, sample: true, now: 1010},
+			{do: nothing, now: 1030},
+			{do: appendText("5000\n"), mtime: 1041, sample: true, now: 1042},
+			{do: appendText("5100\n"), mtime: 1058, now: 1060, first: 1041},
+		},
+		"started again: a fresh file": {
+			{do: appendText("5000\n"), mtime: 1010, stamp: "a", now: 1030, first: 1010},
+			{do: replaceWith(""), stamp: "b", now: 1060},
+			{do: appendText("5000\n"), mtime: 1071, sample: true, now: 1072},
+			{do: appendText("5100\n"), mtime: 1088, stamp: "b", now: 1090, first: 1071},
+		},
+		"a line's own time": {
+			{do: appendText("5000 1001.5\n"), mtime: 1002, sample: true, now: 1003},
+			{do: nothing, now: 1030, first: 1001},
+		},
+		"a file changed after the sample's listing": {
+			{do: appendText("5000\n"), mtime: 1100, sample: true, now: 1003},
+			{do: nothing, now: 1030, first: 1003},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "77"+ProgressSuffix)
+			p := NewProgressTracker(dir)
+			for i, s := range steps {
+				s.do(t, path)
+				if s.mtime != 0 {
+					if err := os.Chtimes(path, time.Unix(s.mtime, 0), time.Unix(s.mtime, 0)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if s.sample {
+					if err := p.Sample(time.Unix(s.now, 0)); err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					continue
+				}
+				got, err := p.Update("77", s.stamp, time.Unix(s.now, 0))
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				var want time.Time
+				if s.first != 0 {
+					want = time.Unix(s.first, 0)
+				}
+				if !got.FirstProgress.Truncate(time.Second).Equal(want) {
+					t.Errorf("step %d: first progress %v, want %v", i, got.FirstProgress, want)
+				}
+			}
+		})
+	}
+}
+
+// Sampling looks at the progress files of jobs only, never through a
+// link, and keeps nothing of a job the collector forgot.
+func TestProgressSampleSkipsOthers(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(t.TempDir(), "elsewhere")
+	os.WriteFile(other, []byte("5000\n"), 0o644)
+	os.Symlink(other, filepath.Join(dir, "9"+ProgressSuffix))
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "x1"+ProgressSuffix), []byte("5000\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "12"+ProgressSuffix), []byte("5000\n"), 0o644)
+	p := NewProgressTracker(dir)
+	if err := p.Sample(time.Unix(2_000_000_000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.firstWrites) != 1 || p.firstWrites["12"].at.IsZero() {
+		t.Errorf("sampled %v, want job 12 only", p.firstWrites)
+	}
+	p.Forget(map[string]bool{})
+	if len(p.firstWrites) != 0 {
+		t.Errorf("kept %v of forgotten jobs", p.firstWrites)
+	}
+	if err := NewProgressTracker(filepath.Join(dir, "none")).Sample(time.Unix(2_000_000_000, 0)); err != nil {
+		t.Errorf("no progress directory: %v", err)
+	}
+}
