@@ -54,9 +54,10 @@ type JobProgress struct {
 	// mapping again.
 	Restarted bool
 	// FirstProgress is when the job's current run wrote its first line:
-	// the line's own time, else (a line without one) the last time the
-	// file was written before the collector read the line, which is at
-	// most one line late. Zero until the run writes a line. It comes
+	// the line's own time, else (a line without one) the file's last
+	// change when a sample (Sample) or else this read first saw it
+	// written in the run, which is late by what the job wrote since.
+	// Zero until the run writes a line. It comes
 	// with every interval of the run, so that the daemon learns when a
 	// restarted job got going from the line rather than from the end of
 	// the interval that holds it.
