@@ -57,10 +57,10 @@ type JobProgress struct {
 	// the line's own time, else (a line without one) the file's last
 	// change when a sample (Sample) or else this read first saw it
 	// written in the run, which is late by what the job wrote since.
-	// Zero until the run writes a line. It comes
-	// with every interval of the run, so that the daemon learns when a
-	// restarted job got going from the line rather than from the end of
-	// the interval that holds it.
+	// Zero until the run writes a line. It comes with every interval of
+	// the run, so that the daemon learns when a restarted job got going
+	// from the line rather than from the end of the interval that holds
+	// it.
 	FirstProgress time.Time
 }
 

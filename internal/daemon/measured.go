@@ -83,11 +83,10 @@ func (m *Measured) StepsDone(job bridge.JobID) (int64, bool) {
 // FirstProgress implements sched.FirstProgress: the earliest first
 // progress the job's collectors reported for the run that started at
 // start, which is the time of the run's first progress line (its own
-// time, or the progress file's last change before the collector read
-// it). A collector that does not report it leaves the end of the run's
-// first interval with a rate, which is late by up to two collector
-// intervals: the first interval with progress, whose rate holds the
-// start-up, has none.
+// time, else about when the collector first saw it written). A collector
+// that does not report it leaves the end of the run's first interval
+// with a rate, which is late by up to two collector intervals: the first
+// interval with progress, whose rate holds the start-up, has none.
 func (m *Measured) FirstProgress(job bridge.JobID, start time.Time) (time.Time, bool) {
 	m.firstMu.Lock()
 	defer m.firstMu.Unlock()
