@@ -50,6 +50,8 @@ type Slurm struct {
 	hide       func(read int) []bridge.JobID
 	reads      int
 	failAction func(bridge.Action) error
+	// unlogged: see StopLogging.
+	unlogged bool
 	// loseReply: see LoseReplies.
 	loseReply func(bridge.Action) (lost, landed bool)
 	// batches holds the size of every ApplyBatch call, in order.
@@ -261,6 +263,16 @@ func FailKind(kind bridge.ActionKind, err error) func(bridge.Action) error {
 	}
 }
 
+// StopLogging stops keeping the actions and signals that Applied and
+// Signals return: a long simulation sends millions of actions, and the
+// log would hold every one of them.
+func (s *Slurm) StopLogging() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unlogged = true
+	s.applied, s.signals = nil, map[bridge.JobID][]string{}
+}
+
 // Applied returns the actions that took effect, in order.
 func (s *Slurm) Applied() []bridge.Action {
 	s.mu.Lock()
@@ -413,7 +425,9 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 		if !running {
 			return fmt.Errorf("%s: %w", a, ErrNotRunning)
 		}
-		s.signals[a.Job] = append(s.signals[a.Job], a.Signal)
+		if !s.unlogged {
+			s.signals[a.Job] = append(s.signals[a.Job], a.Signal)
+		}
 		j = s.respond(j, s.onSignal[a.Job])
 	case bridge.ActRequeue, bridge.ActRequeueHold:
 		// Slurm requeues running and finished batch jobs alike (a
@@ -432,7 +446,9 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 		}
 	}
 	s.jobs[a.Job] = j
-	s.applied = append(s.applied, a)
+	if !s.unlogged {
+		s.applied = append(s.applied, a)
+	}
 	return nil
 }
 

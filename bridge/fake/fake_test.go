@@ -198,3 +198,25 @@ func TestSetShapeSpansTypes(t *testing.T) {
 		t.Fatalf("set-shape on a running job: %v, want ErrNotPending", err)
 	}
 }
+
+// A simulation stops the log of applied actions: they still take effect,
+// and nothing is kept for Applied or Signals.
+func TestStopLoggingKeepsNothingButActs(t *testing.T) {
+	s := New(func() time.Time { return time.Unix(0, 0) })
+	s.AddNode(bridge.Node{Name: "a1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	id := s.Submit(bridge.Job{User: "u", Partition: "gpu", GPUs: 1})
+	if err := s.Apply(context.Background(), bridge.Action{Kind: bridge.ActHold, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	s.StopLogging()
+	if err := s.Apply(context.Background(), bridge.Action{Kind: bridge.ActRelease, Job: id}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Applied(); len(got) != 0 {
+		t.Errorf("applied log after StopLogging: %v", got)
+	}
+	snap, _ := s.Snapshot(context.Background())
+	if j, _ := snap.Job(id); j.Held {
+		t.Error("the release sent after StopLogging did not take effect")
+	}
+}

@@ -221,6 +221,7 @@ func newRun(cfg Config) (*run, error) {
 	}
 	r := &run{cfg: cfg, now: epoch, jobs: map[bridge.JobID]*job{}, res: &sim.Result{Policy: cfg.Policy}}
 	r.slurm = fake.New(func() time.Time { return r.now })
+	r.slurm.StopLogging()
 	for _, t := range slices.Sorted(maps.Keys(cfg.GPUs)) {
 		per := cfg.GPUsPerServer[t]
 		if per <= 0 {
