@@ -267,7 +267,7 @@ func (d *Daemon) RunRound(ctx context.Context) RoundReport {
 		// nothing and steps nothing; the next read reconciles them for
 		// good (nothing is resent twice).
 		res = Result{Round: d.Core.Round(), SkipCause: "snapshot_error",
-			Skipped: fmt.Sprintf("%v; %s wait for reconciliation", snapErr, d.replayWhat())}
+			Skipped: fmt.Sprintf("snapshot failed: %v; %s wait for reconciliation", snapErr, d.replayWhat())}
 		if snapErr == nil {
 			res.SkipCause, res.Skipped = "awaiting_reconciliation", "actions resent without an answer wait for reconciliation at the next read"
 		}

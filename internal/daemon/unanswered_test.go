@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -86,4 +87,36 @@ func hasPendingKind(entries []store.Entry, job bridge.JobID, kind bridge.ActionK
 		}
 	}
 	return false
+}
+
+// Slurm goes away while a round's actions are out: their answers are
+// lost and the next reads fail. The rounds send nothing, say that the
+// snapshot failed (as any outage does) and that actions wait; once Slurm
+// answers again, the first round reconciles them and goes on.
+func TestAnOutageWithActionsOutWaitsThenReconciles(t *testing.T) {
+	h := newHarness(t, t.TempDir(), "a1:v100:1")
+	for range 3 {
+		h.submit(resnet, 1)
+	}
+	h.slurm.LoseReplies(func(bridge.Action) (lost, landed bool) { return true, false })
+	h.d.RunRound(context.Background())
+	if pending, _, _ := h.store.Pending(); len(pending) == 0 {
+		t.Fatal("no action without an answer is pending; the test needs some")
+	}
+	h.slurm.FailSnapshot(errors.New("connection refused"))
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if skipped := h.board.Status().Round.Skipped; !strings.Contains(skipped, "snapshot failed") || !strings.Contains(skipped, "without an answer") {
+		t.Errorf("round during the outage: skipped=%q, want the failed snapshot and the actions waiting", skipped)
+	}
+	h.slurm.FailSnapshot(nil)
+	h.slurm.LoseReplies(nil)
+	h.clock.now = h.clock.now.Add(20 * time.Second)
+	h.d.RunRound(context.Background())
+	if skipped := h.board.Status().Round.Skipped; skipped != "" {
+		t.Errorf("first round after the outage skipped: %q", skipped)
+	}
+	if pending, _, _ := h.store.Pending(); len(pending) > 0 {
+		t.Errorf("journal entries still pending after the outage: %+v", pending)
+	}
 }
