@@ -548,8 +548,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		case b.lost[i]:
 			// Left pending in the journal: reconciliation settles it.
 			outcomes[i] = sched.Lost
-			d.unanswered = append(d.unanswered, sched.JournalEntry{Created: entries[i].Created, Pending: true,
-				Seq: entries[i].Seq, Action: actions[i]})
+			d.awaitAnswer(entries[i], actions[i])
 			continue
 		case o.Err != "":
 			outcomes[i] = sched.Refused
@@ -809,8 +808,7 @@ func (d *Daemon) reconcile(ctx context.Context, snap *bridge.Snapshot) (settled,
 				broken[r.Action.Job] = true
 				verdicts[r.Entry.Seq] = sched.Lost
 				d.count(r.Action, "unanswered")
-				d.unanswered = append(d.unanswered, sched.JournalEntry{Created: r.Entry.Created,
-					Pending: true, Seq: r.Entry.Seq, Action: r.Action})
+				d.awaitAnswer(r.Entry, r.Action)
 				break
 			}
 			if isRequeue(r.Action.Kind) {
@@ -846,6 +844,12 @@ func (d *Daemon) commit(p *sched.Proposal, outcomes []sched.Outcome) Result {
 		d.unanswered = nil
 	}
 	return res
+}
+
+// awaitAnswer keeps the journal entry e of action a, sent without an
+// answer, for the proposal that takes it for landed (commit).
+func (d *Daemon) awaitAnswer(e store.Entry, a Action) {
+	d.unanswered = append(d.unanswered, sched.JournalEntry{Created: e.Created, Pending: true, Seq: e.Seq, Action: a})
 }
 
 // replayWhat says which actions the pending replay holds, for the round

@@ -15,14 +15,7 @@ import (
 // cannot know: no job is lost, held for ever or requeued without its
 // signal, and every job finishes its steps over the whole trace.
 func TestLostAnswersAndCrashesLoseNoJob(t *testing.T) {
-	var jobs sim.Jobs
-	for i := range 24 {
-		model := "one"
-		if i%3 == 0 {
-			model = "two"
-		}
-		jobs = append(jobs, wjob(model, float64(1500+100*(i%7)), float64(200*i)))
-	}
+	jobs := mixedTrace()
 	type failures struct{ refuse, lost, crash float64 }
 	tests := map[string]struct {
 		preempt bridge.PreemptMode

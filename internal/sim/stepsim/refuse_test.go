@@ -14,14 +14,7 @@ import (
 // next round or look tries again: no job is lost, held for ever or
 // requeued without its signal, and every job finishes its steps.
 func TestRefusedActionsLoseNoJob(t *testing.T) {
-	var jobs sim.Jobs
-	for i := range 24 {
-		model := "one"
-		if i%3 == 0 {
-			model = "two"
-		}
-		jobs = append(jobs, wjob(model, float64(1500+100*(i%7)), float64(200*i)))
-	}
+	jobs := mixedTrace()
 	tests := map[string]struct {
 		preempt bridge.PreemptMode
 		script  fake.SignalResponse
@@ -64,4 +57,18 @@ func TestRefusedActionsLoseNoJob(t *testing.T) {
 			t.Logf("%d actions refused; average JCT %.0f s against %.0f s", refused, res.AvgJCT, clean.AvgJCT)
 		})
 	}
+}
+
+// mixedTrace is 24 jobs of two models and seven lengths, one arriving
+// every 200 s: enough contention for rounds to preempt and move them.
+func mixedTrace() sim.Jobs {
+	var jobs sim.Jobs
+	for i := range 24 {
+		model := "one"
+		if i%3 == 0 {
+			model = "two"
+		}
+		jobs = append(jobs, wjob(model, float64(1500+100*(i%7)), float64(200*i)))
+	}
+	return jobs
 }
