@@ -24,13 +24,67 @@ type Actuator interface {
 
 // BatchActuator is an Actuator that can also carry out many actions in fewer
 // calls to Slurm, where updating jobs one by one costs a round trip each.
-// The actions of one batch are independent of each other (at most one per
-// job), so they may be carried out in any order. ApplyBatch returns one
-// error per action, in the actions' order, each nil or wrapped with its
-// action as Apply's are; a failure of one action does not stop the others.
+// A batch holds at most one request per job (see Requests): one action, or
+// a run of that job's updates that SharesRequest joins, which the
+// actuator carries out in order, as one update where Slurm takes one.
+// Requests of different jobs are independent of each other, so they may
+// be carried out in any order. ApplyBatch returns one error per action, in
+// the actions' order, each nil or wrapped with its action as Apply's are;
+// a failure of one request does not stop the others, and within a run an
+// action after a failed one is not carried out (it gets an error too).
 type BatchActuator interface {
 	Actuator
 	ApplyBatch(ctx context.Context, actions []Action) []error
+}
+
+// updateField reports whether kind is a change Slurm takes as one field of
+// a job update (scontrol update's Features=, Priority=, StartTime=), so
+// that several for one job can share one request: one RPC to slurmctld
+// instead of one each. A release cannot join them: slurmctld reads it as
+// a priority, and refuses any other priority on a held job.
+func updateField(kind ActionKind) bool {
+	switch kind {
+	case ActSetConstraints, ActSetPriority, ActBeginNow:
+		return true
+	}
+	return false
+}
+
+// SharesRequest reports whether next, which follows prev in a job's
+// actions, may go to Slurm in the same update request as prev: both are
+// update fields of the same job, and next does not set a field prev
+// already sets.
+func SharesRequest(prev, next Action) bool {
+	return prev.Job == next.Job && prev.Kind != next.Kind && updateField(prev.Kind) && updateField(next.Kind)
+}
+
+// Requests splits actions into the requests that carry them, as index
+// lists in order: each run of consecutive actions that SharesRequest
+// joins (every pair of the run, so that no field repeats), and every
+// other action alone.
+func Requests(actions []Action) [][]int {
+	var out [][]int
+	for i := range actions {
+		if n := len(out); n > 0 && joins(actions, out[n-1], i) {
+			out[n-1] = append(out[n-1], i)
+			continue
+		}
+		out = append(out, []int{i})
+	}
+	return out
+}
+
+// joins reports whether actions[i] may join the request run.
+func joins(actions []Action, run []int, i int) bool {
+	if run[len(run)-1] != i-1 {
+		return false
+	}
+	for _, k := range run {
+		if !SharesRequest(actions[k], actions[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Slurm is a Reader and an Actuator: what the daemon needs.

@@ -453,14 +453,24 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 }
 
 // ApplyBatch implements bridge.BatchActuator: each action as Apply would
-// carry it out, the batch recorded for Batches.
+// carry it out, the batch recorded for Batches. Within a request of
+// several updates (bridge.Requests), an action after a failed one is not
+// carried out.
 func (s *Slurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
 	s.mu.Lock()
 	s.batches = append(s.batches, len(actions))
 	s.mu.Unlock()
 	errs := make([]error, len(actions))
-	for i, a := range actions {
-		errs[i] = s.Apply(ctx, a)
+	for _, req := range bridge.Requests(actions) {
+		var failed error
+		for _, i := range req {
+			if failed != nil {
+				errs[i] = fmt.Errorf("%s: not carried out, its request failed: %w", actions[i], failed)
+				continue
+			}
+			errs[i] = s.Apply(ctx, actions[i])
+			failed = errs[i]
+		}
 	}
 	return errs
 }

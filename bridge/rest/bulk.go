@@ -25,6 +25,8 @@ import (
 //	set-constraints      scontrol update JobId=ID,ID,... Features=F (one call per value)
 //	set-priority         scontrol update JobId=ID,ID,... Priority=P (one call per value)
 //	begin-now            scontrol update JobId=ID,ID,... StartTime=now
+//	updates of one job   scontrol update JobId=ID,ID,... Features=F Priority=P StartTime=now
+//	sharing a request    (one call per set of values; bridge.Requests)
 //	signal               DELETE /jobs {jobs, signal, flags: FULL_JOB} (Slurm 24.05 on)
 //	requeue(-hold)       POST /jobs/requeue {jobs, flags: Hold} on v0.0.45,
 //	                     scontrol requeue|requeuehold ID,ID,... before
@@ -78,42 +80,46 @@ func (c *Client) bulkTimeout(n int) time.Duration {
 func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
 	c.acted.Store(true)
 	errs := make([]error, len(actions))
-	byKind := map[bridge.ActionKind][]int{}
-	for i, act := range actions {
-		if err := act.Validate(); err != nil {
-			errs[i] = err
-			continue
+	// Requests by the kind of their first action, which places them in
+	// bulkOrder.
+	byKind := map[bridge.ActionKind][][]int{}
+	for _, req := range bridge.Requests(actions) {
+		if req = validRun(actions, req, errs); len(req) > 0 {
+			kind := actions[req[0]].Kind
+			byKind[kind] = append(byKind[kind], req)
 		}
-		byKind[act.Kind] = append(byKind[act.Kind], i)
 	}
 	for _, kind := range bulkOrder {
-		var listed, alone []int
-		for _, i := range byKind[kind] {
-			if c.nameOf(actions[i].Job).alone {
-				alone = append(alone, i)
-			} else {
-				listed = append(listed, i)
+		var alone, runs [][]int
+		var listed []int
+		for _, req := range byKind[kind] {
+			switch {
+			case c.nameOf(actions[req[0]].Job).alone:
+				alone = append(alone, req)
+			case len(req) > 1:
+				runs = append(runs, req)
+			default:
+				listed = append(listed, req[0])
 			}
 		}
 		c.applyEach(ctx, actions, alone, errs)
+		for _, group := range groupRequests(runs, func(req []int) string { return strings.Join(updateArgs(actions, req), " ") }) {
+			fields := updateArgs(actions, group[0])
+			c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return append([]string{"update", "JobId=" + ids}, fields...) })
+		}
 		if len(listed) == 0 {
 			continue
 		}
 		switch kind {
 		case bridge.ActHold, bridge.ActRelease:
-			c.scontrolBulk(ctx, actions, listed, errs, func(ids string) []string { return []string{string(kind), ids} })
-		case bridge.ActSetConstraints:
-			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return a.Constraints }) {
-				features := "Features=" + actions[group[0]].Constraints
-				c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, features} })
-			}
-		case bridge.ActSetPriority:
-			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return strconv.FormatUint(uint64(a.Priority), 10) }) {
-				priority := fmt.Sprintf("Priority=%d", actions[group[0]].Priority)
-				c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, priority} })
+			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{string(kind), ids} })
+		case bridge.ActSetConstraints, bridge.ActSetPriority:
+			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return strings.Join(updateArgs([]bridge.Action{a}, []int{0}), "") }) {
+				field := updateArgs(actions, group[:1])
+				c.scontrolBulk(ctx, actions, singles(group), errs, func(ids string) []string { return append([]string{"update", "JobId=" + ids}, field...) })
 			}
 		case bridge.ActBeginNow:
-			c.scontrolBulk(ctx, actions, listed, errs, func(ids string) []string { return []string{"update", "JobId=" + ids, "StartTime=now"} })
+			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{"update", "JobId=" + ids, "StartTime=now"} })
 			for _, i := range listed {
 				if errs[i] != nil && strings.Contains(errs[i].Error(), textNotPending) {
 					// Released in an earlier step, the job started before
@@ -132,10 +138,69 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		case bridge.ActRequeue, bridge.ActRequeueHold:
 			c.requeueBulk(ctx, actions, listed, errs, kind == bridge.ActRequeueHold)
 		default:
-			c.applyEach(ctx, actions, listed, errs)
+			c.applyEach(ctx, actions, singles(listed), errs)
 		}
 	}
 	return errs
+}
+
+// validRun returns the part of request req before its first invalid
+// action; that action gets its error and those after it are not sent.
+func validRun(actions []bridge.Action, req []int, errs []error) []int {
+	for k, i := range req {
+		if err := actions[i].Validate(); err != nil {
+			errs[i] = err
+			for _, j := range req[k+1:] {
+				errs[j] = fmt.Errorf("%s: not sent: an earlier update of the job in its request is invalid: %w", actions[j], err)
+			}
+			return req[:k]
+		}
+	}
+	return req
+}
+
+// updateArgs is scontrol update's fields for the updates of request req
+// (kinds that may share a request).
+func updateArgs(actions []bridge.Action, req []int) []string {
+	args := make([]string, 0, len(req))
+	for _, i := range req {
+		switch a := actions[i]; a.Kind {
+		case bridge.ActSetConstraints:
+			args = append(args, "Features="+a.Constraints)
+		case bridge.ActSetPriority:
+			args = append(args, fmt.Sprintf("Priority=%d", a.Priority))
+		case bridge.ActBeginNow:
+			args = append(args, "StartTime=now")
+		}
+	}
+	return args
+}
+
+// singles makes each index its own request.
+func singles(which []int) [][]int {
+	out := make([][]int, len(which))
+	for k, i := range which {
+		out[k] = []int{i}
+	}
+	return out
+}
+
+// groupRequests splits reqs by key, in order of first appearance.
+func groupRequests(reqs [][]int, key func([]int) string) [][][]int {
+	var keys []string
+	groups := map[string][][]int{}
+	for _, req := range reqs {
+		k := key(req)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], req)
+	}
+	out := make([][][]int, len(keys))
+	for n, k := range keys {
+		out[n] = groups[k]
+	}
+	return out
 }
 
 // groupBy splits which by key, in order of first appearance.
@@ -156,18 +221,32 @@ func groupBy(actions []bridge.Action, which []int, key func(bridge.Action) strin
 	return out
 }
 
-// applyEach sends actions[i] for each i in which through Apply,
-// restWorkers at a time, and stores each outcome in errs[i].
-func (c *Client) applyEach(ctx context.Context, actions []bridge.Action, which []int, errs []error) {
+// applyEach sends each request of reqs (one action through Apply, a run
+// of one job's updates as one slurmrestd update), restWorkers at a time,
+// and stores each action's outcome in errs.
+func (c *Client) applyEach(ctx context.Context, actions []bridge.Action, reqs [][]int, errs []error) {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, restWorkers)
-	for _, i := range which {
+	for _, req := range reqs {
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
-			errs[i] = c.Apply(ctx, actions[i])
-			<-slots
+			defer func() { <-slots }()
+			if len(req) == 1 {
+				errs[req[0]] = c.Apply(ctx, actions[req[0]])
+				return
+			}
+			acts := make([]bridge.Action, len(req))
+			for k, i := range req {
+				acts[k] = actions[i]
+			}
+			if err := c.applyUpdates(ctx, acts); err != nil {
+				err = unanswered(err)
+				for _, i := range req {
+					errs[i] = fmt.Errorf("%s: %w", actions[i], err)
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -198,21 +277,22 @@ func perJobErrors(out string, ids map[string]bool) (map[string]string, bool) {
 	return failed, all && len(failed) > 0
 }
 
-// scontrolBulk runs scontrol with args(ids) for the jobs of which, in
-// chunks of job ids run a few at once (batchChunks). A call that fails
-// naming its failed jobs settles each job; one that fails otherwise
-// sends its actions again one by one, except requeues (see ApplyBatch).
-// Without scontrol every action goes one by one.
-func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, which []int, errs []error, args func(ids string) []string) {
+// scontrolBulk runs scontrol with args(ids) for the requests of reqs (a
+// request's job named once, its outcome each of its actions'), in chunks
+// of job ids run a few at once (batchChunks). A call that fails naming
+// its failed jobs settles each job; one that fails otherwise sends its
+// requests again one by one, except requeues (see ApplyBatch). Without
+// scontrol every request goes one by one.
+func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, reqs [][]int, errs []error, args func(ids string) []string) {
 	if _, err := c.scontrolPath(); err != nil {
-		c.applyEach(ctx, actions, which, errs)
+		c.applyEach(ctx, actions, reqs, errs)
 		return
 	}
 	var wg sync.WaitGroup
 	callers := make(chan struct{}, batchCallers)
-	for _, size := range batchChunks(len(which)) {
-		chunk := which[:size]
-		which = which[size:]
+	for _, size := range batchChunks(len(reqs)) {
+		chunk := reqs[:size]
+		reqs = reqs[size:]
 		wg.Add(1)
 		callers <- struct{}{}
 		go func() {
@@ -220,8 +300,8 @@ func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, whic
 			defer func() { <-callers }()
 			ids := make([]string, len(chunk))
 			named := make(map[string]bool, len(chunk))
-			for k, i := range chunk {
-				ids[k] = actions[i].Job.String()
+			for k, req := range chunk {
+				ids[k] = actions[req[0]].Job.String()
 				named[ids[k]] = true
 			}
 			callCtx, cancel := context.WithTimeout(ctx, c.bulkTimeout(len(ids)))
@@ -234,22 +314,26 @@ func (c *Client) scontrolBulk(ctx context.Context, actions []bridge.Action, whic
 			c.forgetScontrol(err)
 			failed, complete := perJobErrors(string(out), named)
 			if !complete || commandMissing(err) {
-				kind := actions[chunk[0]].Kind
+				kind := actions[chunk[0][0]].Kind
 				if isRequeueKind(kind) && !commandMissing(err) {
 					// Some may have been requeued: sending again would
 					// answer "job is pending" for those, not requeue twice,
 					// but their outcome is unknown; report the call's error.
-					for _, i := range chunk {
-						errs[i] = bridge.NoReply(fmt.Errorf("%s: %s %s: %w: %s", actions[i], c.cfg.Scontrol, argv[0], err, strings.TrimSpace(string(out))))
+					for _, req := range chunk {
+						for _, i := range req {
+							errs[i] = bridge.NoReply(fmt.Errorf("%s: %s %s: %w: %s", actions[i], c.cfg.Scontrol, argv[0], err, strings.TrimSpace(string(out))))
+						}
 					}
 					return
 				}
 				c.applyEach(ctx, actions, chunk, errs)
 				return
 			}
-			for k, i := range chunk {
+			for k, req := range chunk {
 				if line, ok := failed[ids[k]]; ok {
-					errs[i] = fmt.Errorf("%s: %s %s: %s", actions[i], c.cfg.Scontrol, argv[0], line)
+					for _, i := range req {
+						errs[i] = fmt.Errorf("%s: %s %s: %s", actions[i], c.cfg.Scontrol, argv[0], line)
+					}
 				}
 			}
 		}()
@@ -290,7 +374,7 @@ func (c *Client) signalBulk(ctx context.Context, actions []bridge.Action, which 
 		var re *ReplyError
 		switch {
 		case err != nil && errors.As(err, &re) && re.NotFound():
-			c.applyEach(ctx, actions, chunk, errs)
+			c.applyEach(ctx, actions, singles(chunk), errs)
 			continue
 		case err != nil:
 			c.forget(err)
@@ -325,10 +409,10 @@ func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which
 	viaScontrol := func(which []int) {
 		if _, err := c.scontrolPath(); err != nil {
 			// Apply says why requeues cannot go out.
-			c.applyEach(ctx, actions, which, errs)
+			c.applyEach(ctx, actions, singles(which), errs)
 			return
 		}
-		c.scontrolBulk(ctx, actions, which, errs, func(ids string) []string { return []string{verb, ids} })
+		c.scontrolBulk(ctx, actions, singles(which), errs, func(ids string) []string { return []string{verb, ids} })
 	}
 	negCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	a, err := c.adapter(negCtx)

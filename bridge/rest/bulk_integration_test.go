@@ -85,3 +85,38 @@ func TestIntegrationBulkActionsAndLooks(t *testing.T) {
 		})
 	}
 }
+
+// A pending job's constraint, priority and begin time go to slurmctld as
+// one update, through scontrol and through slurmrestd alike, and the job
+// starts where the constraint sends it, at that priority.
+func TestIntegrationUpdatesShareOneRequest(t *testing.T) {
+	paths := map[string]string{"scontrol": os.Getenv("SCONTROL"), "slurmrestd": "/nonexistent/scontrol"}
+	for _, version := range offeredVersions(t) {
+		for path, scontrol := range paths {
+			t.Run(version+"/"+path, func(t *testing.T) {
+				c := integrationClientWith(t, func(cfg *Config) { cfg.Scontrol = scontrol }, version)
+				id := submit(t, "--gres=gpu:1", "--constraint=v100", "--begin=now+1hour")
+				waitJob(t, c, id, "pending until its begin time", func(j bridge.Job) bool {
+					return j.State == bridge.JobPending && j.Reason == "BeginTime"
+				})
+				request := []bridge.Action{
+					{Kind: bridge.ActSetConstraints, Job: id, Constraints: "k80"},
+					{Kind: bridge.ActSetPriority, Job: id, Priority: 4242},
+					{Kind: bridge.ActBeginNow, Job: id},
+				}
+				if got := bridge.Requests(request); len(got) != 1 {
+					t.Fatalf("requests %v, want one", got)
+				}
+				for i, err := range c.ApplyBatch(context.Background(), request) {
+					if err != nil {
+						t.Fatalf("%s: %v", request[i], err)
+					}
+				}
+				j := waitJob(t, c, id, "running", func(j bridge.Job) bool { return j.State == bridge.JobRunning })
+				if j.RunningGPUType != "k80" || j.Priority != 4242 {
+					t.Errorf("job runs on %q at priority %d, want k80 at 4242", j.RunningGPUType, j.Priority)
+				}
+			})
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -223,4 +224,70 @@ func TestBeginNowOfAStartedJobIsDone(t *testing.T) {
 	if errs[2] == nil || !strings.Contains(errs[2].Error(), "Invalid job id") {
 		t.Errorf("job 9: %v, want its refusal", errs[2])
 	}
+}
+
+// Updates of one job that Slurm takes in one request go as one: one
+// scontrol update per set of values, or one slurmrestd job update per job
+// without scontrol; a refusal fails every update of its request.
+func TestUpdatesOfOneJobShareOneRequest(t *testing.T) {
+	actions := []bridge.Action{
+		{Kind: bridge.ActSetConstraints, Job: 1, Constraints: "k80"}, {Kind: bridge.ActSetPriority, Job: 1, Priority: 5}, {Kind: bridge.ActBeginNow, Job: 1},
+		{Kind: bridge.ActSetConstraints, Job: 2, Constraints: "k80"}, {Kind: bridge.ActSetPriority, Job: 2, Priority: 5}, {Kind: bridge.ActBeginNow, Job: 2},
+		{Kind: bridge.ActSetPriority, Job: 3, Priority: 5}, {Kind: bridge.ActBeginNow, Job: 3},
+		{Kind: bridge.ActSetPriority, Job: 4, Priority: 5},
+	}
+	t.Run("scontrol", func(t *testing.T) {
+		var runs []string
+		f := &fakeRestd{t: t}
+		c, _ := newTestClient(t, f, func(cfg *Config) {
+			cfg.Run = func(_ context.Context, _ string, args ...string) ([]byte, error) {
+				runs = append(runs, strings.Join(args, " "))
+				if strings.Contains(args[1], "2") {
+					return []byte("Invalid feature specification for job 2\n"), errors.New("exit status 1")
+				}
+				return nil, nil
+			}
+		})
+		errs := c.ApplyBatch(context.Background(), actions)
+		want := []string{"update JobId=1,2 Features=k80 Priority=5 StartTime=now", "update JobId=3 Priority=5 StartTime=now", "update JobId=4 Priority=5"}
+		if !slices.Equal(runs, want) {
+			t.Errorf("ran %q, want %q", runs, want)
+		}
+		for k, err := range errs {
+			if failed := actions[k].Job == 2; failed != (err != nil) || failed && !strings.Contains(err.Error(), "Invalid feature") {
+				t.Errorf("%s: %v", actions[k], err)
+			}
+		}
+		if len(f.seen()) != 0 {
+			t.Errorf("slurmrestd asked %q", f.seen())
+		}
+	})
+	t.Run("slurmrestd", func(t *testing.T) {
+		f := &fakeRestd{t: t}
+		c, _ := newTestClient(t, f, func(cfg *Config) {
+			cfg.LookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+		})
+		for k, err := range c.ApplyBatch(context.Background(), actions) {
+			if err != nil {
+				t.Errorf("%s: %v", actions[k], err)
+			}
+		}
+		updates := map[string]string{}
+		f.mu.Lock()
+		for i, r := range f.requests {
+			if strings.HasPrefix(r, "POST ") {
+				updates[r] = f.bodies[i]
+			}
+		}
+		f.mu.Unlock()
+		if len(updates) != 4 {
+			t.Errorf("%d updates, want one per job: %q", len(updates), updates)
+		}
+		body := updates["POST /slurm/v0.0.42/job/1"]
+		for _, field := range []string{`"constraints":"k80"`, `"priority":{"number":5,"set":true}`, `"begin_time":`} {
+			if !strings.Contains(body, field) {
+				t.Errorf("job 1's update %s lacks %s", body, field)
+			}
+		}
+	})
 }

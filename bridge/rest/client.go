@@ -483,22 +483,15 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	job := int64(act.Job)
 	var u jobUpdate
 	switch act.Kind {
-	case bridge.ActSetPriority:
-		// The generated type holds a signed 32-bit number.
-		p := min(act.Priority, math.MaxInt32)
-		u.Priority = &p
+	case bridge.ActSetPriority, bridge.ActSetConstraints, bridge.ActBeginNow:
+		c.fieldUpdate(&u, act)
 	case bridge.ActHold, bridge.ActRelease:
 		hold := act.Kind == bridge.ActHold
 		u.Hold = &hold
-	case bridge.ActSetConstraints:
-		u.Constraints = &act.Constraints
 	case bridge.ActSetShape:
 		shapeUpdate(&u, act)
 	case bridge.ActSetShare:
 		shareUpdate(&u, act)
-	case bridge.ActBeginNow:
-		now := c.cfg.Now().Unix()
-		u.BeginTime = &now
 	case bridge.ActSetArrayLimit:
 		limit := strconv.Itoa(act.Tasks)
 		u.ArrayLimit = &limit
@@ -518,6 +511,40 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 		return fmt.Errorf("unknown action kind %q", act.Kind)
 	}
 	err = a.update(ctx, job, u)
+	c.forget(err)
+	return err
+}
+
+// fieldUpdate sets in u the field that act, one of the kinds that may
+// share a request (bridge.SharesRequest), changes.
+func (c *Client) fieldUpdate(u *jobUpdate, act bridge.Action) {
+	switch act.Kind {
+	case bridge.ActSetPriority:
+		// The generated type holds a signed 32-bit number.
+		p := min(act.Priority, math.MaxInt32)
+		u.Priority = &p
+	case bridge.ActSetConstraints:
+		u.Constraints = &act.Constraints
+	case bridge.ActBeginNow:
+		now := c.cfg.Now().Unix()
+		u.BeginTime = &now
+	}
+}
+
+// applyUpdates sends the updates of one job that share a request (see
+// bridge.Requests) as one slurmrestd job update: one RPC to slurmctld.
+func (c *Client) applyUpdates(ctx context.Context, acts []bridge.Action) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	a, err := c.adapter(ctx)
+	if err != nil {
+		return err
+	}
+	var u jobUpdate
+	for _, act := range acts {
+		c.fieldUpdate(&u, act)
+	}
+	err = a.update(ctx, int64(acts[0].Job), u)
 	c.forget(err)
 	return err
 }

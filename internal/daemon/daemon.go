@@ -629,25 +629,38 @@ func (b *batchSend) perJob(ctx context.Context, order []bridge.JobID, byJob map[
 }
 
 // inSteps sends the jobs' actions as batches, one step at a time: the
-// first action of every job, then the second of those whose first went
-// through, and so on. Each job's actions stay in order and after a
-// failure its later actions are not sent, as in perJob, while a round
-// that signals or requeues thousands of jobs costs a few bulk calls to
-// Slurm instead of one request per action.
+// first request of every job, then the second of those whose first went
+// through, and so on. A request is one action, or a run of updates Slurm
+// takes in one request (bridge.Requests: a constraint, priority and
+// begin time together cost slurmctld one RPC instead of three). Each
+// job's actions stay in order and after a failure its later actions are
+// not sent, as in perJob, while a round that signals or requeues
+// thousands of jobs costs a few bulk calls to Slurm instead of one
+// request per action.
 func (b *batchSend) inSteps(ctx context.Context, order []bridge.JobID, byJob map[bridge.JobID][]int) {
 	broken := map[bridge.JobID]string{}
-	for step := 0; ; step++ {
+	next := map[bridge.JobID]int{}
+	for {
 		var batch []int
 		for _, job := range order {
-			own := byJob[job]
-			if step >= len(own) {
+			own := byJob[job][next[job]:]
+			if len(own) == 0 {
 				continue
 			}
 			if why, ok := broken[job]; ok {
-				b.outcomes[own[step]].Err = "not sent: an earlier action for the job failed: " + why
+				for _, i := range own {
+					b.outcomes[i].Err = "not sent: an earlier action for the job failed: " + why
+				}
+				next[job] += len(own)
 				continue
 			}
-			batch = append(batch, own[step])
+			rest := make([]bridge.Action, len(own))
+			for k, i := range own {
+				rest[k] = b.actions[i].Action
+			}
+			first := len(bridge.Requests(rest)[0])
+			batch = append(batch, own[:first]...)
+			next[job] += first
 		}
 		if len(batch) == 0 {
 			return

@@ -423,30 +423,70 @@ func TestJobsThatReallyVanishDoNotStallTheDaemon(t *testing.T) {
 }
 
 func TestFailedActionStopsTheJobsLaterActions(t *testing.T) {
-	h := newHarness(t, t.TempDir(), "a1:v100:1")
-	id := h.submit(resnet, 1)
-	h.slurm.FailActions(fake.FailKind(bridge.ActSetConstraints, errors.New("invalid feature specification")))
-	rep := h.d.RunRound(context.Background())
-	if rep.Failed != 1 {
-		t.Fatalf("report %+v", rep)
-	}
-	if got := kinds(h.slurm.Applied(), id); len(got) != 0 {
-		t.Errorf("actions after a failed constraint change: %v", got)
-	}
-	entries, _, _ := h.store.Recent(0)
-	// The round's actions are journaled together; the ones after the
-	// failure are marked failed without being sent.
-	if len(entries) != 2 || entries[0].State != store.Failed || !strings.Contains(entries[0].Error, "invalid feature") ||
-		entries[1].State != store.Failed || !strings.HasPrefix(entries[1].Error, "not sent") {
-		t.Errorf("journal %+v", entries)
-	}
-	// Healed: the next round retries from Slurm's state.
-	h.slurm.FailActions(nil)
-	h.clock.now = h.clock.now.Add(20 * time.Second)
-	h.d.RunRound(context.Background())
-	if h.job(id).Constraints != "v100" {
-		t.Error("constraint not set after the failure healed")
-	}
+	t.Run("updates sharing the failed request", func(t *testing.T) {
+		h := newHarness(t, t.TempDir(), "a1:v100:1")
+		id := h.submit(resnet, 1)
+		h.slurm.FailActions(fake.FailKind(bridge.ActSetConstraints, errors.New("invalid feature specification")))
+		rep := h.d.RunRound(context.Background())
+		// The constraint and the priority go to Slurm as one update: both
+		// fail with it.
+		if rep.Actions != 2 || rep.Failed != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+		if got := kinds(h.slurm.Applied(), id); len(got) != 0 {
+			t.Errorf("actions after a failed constraint change: %v", got)
+		}
+		entries, _, _ := h.store.Recent(0)
+		if len(entries) != 2 || entries[0].State != store.Failed || !strings.Contains(entries[0].Error, "invalid feature") ||
+			entries[1].State != store.Failed || !strings.Contains(entries[1].Error, "invalid feature") {
+			t.Errorf("journal %+v", entries)
+		}
+		// Healed: the next round retries from Slurm's state.
+		h.slurm.FailActions(nil)
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+		if h.job(id).Constraints != "v100" {
+			t.Error("constraint not set after the failure healed")
+		}
+	})
+	t.Run("later requests", func(t *testing.T) {
+		h := newHarness(t, t.TempDir(), "a1:v100:1")
+		first := h.submit(resnet, 1)
+		second := h.submit(resnet, 1)
+		h.d.RunRound(context.Background())
+		h.startChosen()
+		waiting := second
+		if !h.job(second).Held {
+			waiting = first
+		}
+		if !h.job(waiting).Held {
+			t.Fatal("neither job held with one GPU for two")
+		}
+		for _, id := range []bridge.JobID{first, second} {
+			if id != waiting {
+				if err := h.slurm.Finish(id, bridge.JobCompleted); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		before := len(h.slurm.Applied())
+		h.slurm.FailActions(fake.FailKind(bridge.ActRelease, errors.New("access denied")))
+		h.clock.now = h.clock.now.Add(20 * time.Second)
+		h.d.RunRound(context.Background())
+		if got := kinds(h.slurm.Applied()[before:], waiting); slices.Contains(got, string(bridge.ActSetPriority)) {
+			t.Errorf("priority sent after a failed release: %v", got)
+		}
+		entries, _, _ := h.store.Recent(0)
+		notSent := 0
+		for _, e := range entries {
+			if e.Kind == string(bridge.ActSetPriority) && e.State == store.Failed && strings.HasPrefix(e.Error, "not sent") {
+				notSent++
+			}
+		}
+		if notSent != 1 {
+			t.Errorf("want the priority after the failed release marked not sent, journal %+v", entries)
+		}
+	})
 }
 
 func TestDryRunSendsAndJournalsNothing(t *testing.T) {
