@@ -100,7 +100,15 @@ probe() {
 "$BIN" daemon --config "$DIR/gavel-slurm.toml" >"$DIR/daemon.log" 2>&1 &
 DAEMON=$!
 probe & PROBE=$!
-trap 'kill $PROBE $DAEMON 2>/dev/null || true' EXIT
+# The daemon finishes the round in progress before it stops (a mass move
+# may take minutes here): it gets 30 s, then is killed, so that no daemon
+# of this run outlives it.
+stop_all() {
+  kill $PROBE $DAEMON 2>/dev/null || true
+  for _ in $(seq 60); do kill -0 $DAEMON 2>/dev/null || return 0; sleep 0.5; done
+  kill -9 $DAEMON 2>/dev/null || true
+}
+trap stop_all EXIT
 rounds_done() { grep -c '"message":"round"' "$DIR/daemon.log" || true; }
 sdiag_at() { rpcs >"$DIR/sdiag-$1.txt" 2>/dev/null || true; }
 sdiag_at 0
