@@ -61,7 +61,7 @@ func (s *Store) Intent(round uint64, jobID, kind string, payload any, now time.T
 			return err
 		}
 		e.Seq = seq
-		return putEntry(b, e)
+		return putEntry(tx, e)
 	})
 	if err != nil {
 		return Entry{}, fmt.Errorf("journal %s for job %s: %w", kind, jobID, err)
@@ -97,7 +97,7 @@ func (s *Store) update(seq uint64, change func(*Entry)) error {
 			return err
 		}
 		change(&e)
-		return putEntry(b, e)
+		return putEntry(tx, e)
 	})
 	if err != nil {
 		return fmt.Errorf("journal entry %d: %w", seq, err)
@@ -105,12 +105,42 @@ func (s *Store) update(seq uint64, change func(*Entry)) error {
 	return nil
 }
 
-func putEntry(b *bolt.Bucket, e Entry) error {
+// putEntry writes e to the journal and keeps the pending index in step.
+func putEntry(tx *bolt.Tx, e Entry) error {
 	data, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	return b.Put(seqKey(e.Seq), data)
+	k := seqKey(e.Seq)
+	if err := tx.Bucket(bucketJournal).Put(k, data); err != nil {
+		return err
+	}
+	if e.State == Pending {
+		return tx.Bucket(bucketPending).Put(k, nil)
+	}
+	return tx.Bucket(bucketPending).Delete(k)
+}
+
+// indexPending rebuilds the pending index from the whole journal, once
+// at open: a state file of an older version has none, and one the disk
+// damaged may disagree with its journal. Corrupt entries are indexed
+// too: they may have been pending, and Pending reports them.
+func indexPending(tx *bolt.Tx) error {
+	if tx.Bucket(bucketPending) != nil {
+		if err := tx.DeleteBucket(bucketPending); err != nil {
+			return fmt.Errorf("drop bucket %s: %w", bucketPending, err)
+		}
+	}
+	idx, err := tx.CreateBucket(bucketPending)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketPending, err)
+	}
+	return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
+		if e, err := decodeEntry(k, v); err == nil && e.State != Pending {
+			return nil
+		}
+		return idx.Put(append([]byte(nil), k...), nil)
+	})
 }
 
 // CorruptEntry is a journal record that cannot be read back: its key is
@@ -163,12 +193,20 @@ func corruptEntry(k []byte, err error) CorruptEntry {
 
 // Pending returns the actions whose outcome is unknown, oldest first, and
 // the corrupt entries it skipped, for the caller to log. A corrupt entry
-// may have been pending: its action can no longer be reconciled.
+// may have been pending: its action can no longer be reconciled. It reads
+// the pending index, not the whole journal, so a read costs what is
+// pending: an entry damaged while the store is open is reported from the
+// next open on (Recent and PruneJournalChecked read every entry).
 func (s *Store) Pending() ([]Entry, []CorruptEntry, error) {
 	var out []Entry
 	var corrupt []CorruptEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJournal).ForEach(func(k, v []byte) error {
+		journal := tx.Bucket(bucketJournal)
+		return tx.Bucket(bucketPending).ForEach(func(k, _ []byte) error {
+			v := journal.Get(k)
+			if v == nil {
+				return nil // pruned as corrupt meanwhile
+			}
 			e, err := decodeEntry(k, v)
 			switch {
 			case err != nil:
@@ -274,6 +312,9 @@ func (s *Store) PruneJournalChecked(cutoff time.Time) (Pruned, error) {
 			if err := b.Delete(k); err != nil {
 				return err
 			}
+			if err := tx.Bucket(bucketPending).Delete(k); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -310,7 +351,7 @@ func (s *Store) Intents(round uint64, specs []IntentSpec, now time.Time) ([]Entr
 				return err
 			}
 			entries[i].Seq = seq
-			if err := putEntry(b, entries[i]); err != nil {
+			if err := putEntry(tx, entries[i]); err != nil {
 				return err
 			}
 		}
@@ -354,7 +395,7 @@ func (s *Store) Settle(outcomes []Outcome, now time.Time) error {
 			if o.Err != "" {
 				e.State, e.Error = Failed, o.Err
 			}
-			if err := putEntry(b, e); err != nil {
+			if err := putEntry(tx, e); err != nil {
 				return err
 			}
 		}

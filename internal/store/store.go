@@ -37,6 +37,12 @@ var (
 	bucketJobs    = []byte("jobs")
 	bucketJournal = []byte("journal")
 	bucketMeta    = []byte("meta")
+	// bucketPending indexes the journal entries whose outcome is unknown
+	// (key: the entry's key, no value), so that the reads that look for
+	// them at every round and look cost what is pending, not the whole
+	// journal kept (24 hours of actions, hundreds of thousands at site
+	// scale).
+	bucketPending = []byte("journal-pending")
 )
 
 // ErrNotFound is returned for a journal entry or meta key that does not
@@ -110,7 +116,7 @@ func open(dir string, timeout time.Duration) (*Store, error) {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
 		}
-		return nil
+		return indexPending(tx)
 	})
 	if err != nil {
 		db.Close()

@@ -509,8 +509,9 @@ func seqsOf(cs []CorruptEntry) []uint64 {
 // rest: reads skip it and report it, and pruning removes it once it is
 // known to be old.
 func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
-	s := openTemp(t, t.TempDir())
-	defer s.Close()
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	defer func() { s.Close() }()
 	a, _ := s.Intent(1, "17", "hold", nil, t0)
 	b, _ := s.Intent(1, "18", "hold", nil, t0)
 	garbage := putRaw(t, s, nil, 0, `{"seq":`)
@@ -522,6 +523,12 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	putRaw(t, s, []byte("odd-key"), 0, `{}`)
 	d, _ := s.Intent(2, "19", "requeue", nil, t0.Add(2*time.Hour))
 	wantCorrupt := []uint64{garbage, wrongSeq, badState}
+	// Damage is found when the store opens: the pending index is built
+	// from every record then.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, dir)
 
 	pending, corrupt, err := s.Pending()
 	if err != nil {
@@ -583,5 +590,66 @@ func TestCorruptJournalEntriesAreSkippedAndReported(t *testing.T) {
 	}
 	if pending, _, _ := s.Pending(); len(pending) != 1 || pending[0].Seq != d.Seq {
 		t.Errorf("after pruning, pending = %+v, want entry %d", pending, d.Seq)
+	}
+}
+
+// The pending index follows the journal: what Intents and Intent write is
+// pending, what Settle, MarkDone and MarkFailed settle is not, a resent
+// entry stays pending, and an index dropped (a state file of an older
+// version) is rebuilt from the journal at open.
+func TestPendingIndexFollowsTheJournal(t *testing.T) {
+	dir := t.TempDir()
+	s := openTemp(t, dir)
+	defer func() { s.Close() }()
+	entries, err := s.Intents(1, []IntentSpec{{JobID: "1", Kind: "hold"}, {JobID: "2", Kind: "hold"}, {JobID: "3", Kind: "hold"}, {JobID: "4", Kind: "hold"}}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _ := s.Intent(2, "5", "release", nil, t0)
+	if err := s.Settle([]Outcome{{Seq: entries[0].Seq}, {Seq: entries[1].Seq, Err: "refused"}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDone(one.Seq, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkFailed(entries[2].Seq, "gone", t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkResent(entries[3].Seq, t0); err != nil {
+		t.Fatal(err)
+	}
+	want := []uint64{entries[3].Seq}
+	pendingSeqs := func() []uint64 {
+		t.Helper()
+		p, corrupt, err := s.Pending()
+		if err != nil || len(corrupt) != 0 {
+			t.Fatalf("Pending: %v, corrupt %v", err, corrupt)
+		}
+		var out []uint64
+		for _, e := range p {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	if got := pendingSeqs(); !reflect.DeepEqual(got, want) {
+		t.Errorf("pending %v, want %v", got, want)
+	}
+	indexed := 0
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketPending).ForEach(func(_, _ []byte) error { indexed++; return nil })
+	})
+	if indexed != 1 {
+		t.Errorf("index holds %d keys, want 1: settled entries must leave it", indexed)
+	}
+	// A state file without the index, as an older version wrote it.
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketPending) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, dir)
+	if got := pendingSeqs(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after rebuilding the index: pending %v, want %v", got, want)
 	}
 }
