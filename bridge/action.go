@@ -37,12 +37,12 @@ type BatchActuator interface {
 	ApplyBatch(ctx context.Context, actions []Action) []error
 }
 
-// updateField reports whether kind is a change Slurm takes as one field of
+// UpdateField reports whether kind is a change Slurm takes as one field of
 // a job update (scontrol update's Features=, Priority=, StartTime=), so
 // that several for one job can share one request: one RPC to slurmctld
 // instead of one each. A release cannot join them: slurmctld reads it as
 // a priority, and refuses any other priority on a held job.
-func updateField(kind ActionKind) bool {
+func UpdateField(kind ActionKind) bool {
 	switch kind {
 	case ActSetConstraints, ActSetPriority, ActBeginNow:
 		return true
@@ -55,7 +55,7 @@ func updateField(kind ActionKind) bool {
 // update fields of the same job, and next does not set a field prev
 // already sets.
 func SharesRequest(prev, next Action) bool {
-	return prev.Job == next.Job && prev.Kind != next.Kind && updateField(prev.Kind) && updateField(next.Kind)
+	return prev.Job == next.Job && prev.Kind != next.Kind && UpdateField(prev.Kind) && UpdateField(next.Kind)
 }
 
 // Requests splits actions into the requests that carry them, as index

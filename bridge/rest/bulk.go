@@ -90,22 +90,32 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		}
 	}
 	for _, kind := range bulkOrder {
-		var alone, runs [][]int
+		var alone, updates [][]int
 		var listed []int
 		for _, req := range byKind[kind] {
 			switch {
 			case c.nameOf(actions[req[0]].Job).alone:
 				alone = append(alone, req)
-			case len(req) > 1:
-				runs = append(runs, req)
+			case bridge.UpdateField(kind):
+				updates = append(updates, req)
 			default:
 				listed = append(listed, req[0])
 			}
 		}
 		c.applyEach(ctx, actions, alone, errs)
-		for _, group := range groupRequests(runs, func(req []int) string { return strings.Join(updateArgs(actions, req), " ") }) {
+		// Updates, alone or several of a job in one request: one scontrol
+		// update per set of values.
+		for _, group := range groupRequests(updates, func(req []int) string { return strings.Join(updateArgs(actions, req), " ") }) {
 			fields := updateArgs(actions, group[0])
 			c.scontrolBulk(ctx, actions, group, errs, func(ids string) []string { return append([]string{"update", "JobId=" + ids}, fields...) })
+		}
+		for _, req := range updates {
+			if i := req[0]; len(req) == 1 && actions[i].Kind == bridge.ActBeginNow && errs[i] != nil && strings.Contains(errs[i].Error(), textNotPending) {
+				// Released in an earlier step, the job started before its
+				// begin time could be set: what begin-now is for has
+				// happened.
+				errs[i] = nil
+			}
 		}
 		if len(listed) == 0 {
 			continue
@@ -113,21 +123,6 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		switch kind {
 		case bridge.ActHold, bridge.ActRelease:
 			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{string(kind), ids} })
-		case bridge.ActSetConstraints, bridge.ActSetPriority:
-			for _, group := range groupBy(actions, listed, func(a bridge.Action) string { return strings.Join(updateArgs([]bridge.Action{a}, []int{0}), "") }) {
-				field := updateArgs(actions, group[:1])
-				c.scontrolBulk(ctx, actions, singles(group), errs, func(ids string) []string { return append([]string{"update", "JobId=" + ids}, field...) })
-			}
-		case bridge.ActBeginNow:
-			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{"update", "JobId=" + ids, "StartTime=now"} })
-			for _, i := range listed {
-				if errs[i] != nil && strings.Contains(errs[i].Error(), textNotPending) {
-					// Released in an earlier step, the job started before
-					// its begin time could be set: what begin-now is for
-					// has happened.
-					errs[i] = nil
-				}
-			}
 		case bridge.ActSignal:
 			for _, group := range groupBy(actions, listed, func(a bridge.Action) string {
 				n, _ := bridge.SignalNumber(a.Signal) // valid: checked above
@@ -160,7 +155,7 @@ func validRun(actions []bridge.Action, req []int, errs []error) []int {
 }
 
 // updateArgs is scontrol update's fields for the updates of request req
-// (kinds that may share a request).
+// (bridge.UpdateField kinds).
 func updateArgs(actions []bridge.Action, req []int) []string {
 	args := make([]string, 0, len(req))
 	for _, i := range req {
