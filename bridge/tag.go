@@ -72,6 +72,29 @@ func ParseMixedTypes(s string) (MixedTypes, error) {
 	return MixedUnset, fmt.Errorf("must be ok or no: %q", s)
 }
 
+// GPUSharing says whether a job may share its GPU with another job
+// (space sharing, docs/space-sharing.md).
+type GPUSharing string
+
+const (
+	// ShareUnset is the default: the daemon may pair the job where the
+	// site shares GPUs and the pair is known to gain.
+	ShareUnset GPUSharing = ""
+	// ShareOK says the same as unset, explicitly.
+	ShareOK GPUSharing = "ok"
+	// ShareNo keeps the job on GPUs of its own: it is never paired.
+	ShareNo GPUSharing = "no"
+)
+
+// ParseGPUSharing reads share= as the tag writes it: ok or no, in any case.
+func ParseGPUSharing(s string) (GPUSharing, error) {
+	switch m := GPUSharing(strings.ToLower(s)); m {
+	case ShareOK, ShareNo:
+		return m, nil
+	}
+	return ShareUnset, fmt.Errorf("must be ok or no: %q", s)
+}
+
 // ParsePreemptMode reads a preemption mode as the tag and the
 // configuration write it.
 func ParsePreemptMode(s string) (PreemptMode, error) {
@@ -110,7 +133,12 @@ type Tag struct {
 	// the requeue, starting again, loading the model) until the daemon
 	// measures it; 0 means unset (the site's default).
 	Restart time.Duration `json:"restart,omitempty"`
+	// Share says whether the job may share its GPU with another job.
+	Share GPUSharing `json:"share,omitempty"`
 }
+
+// RefusesSharing reports whether the tag keeps the job off shared GPUs.
+func (t Tag) RefusesSharing() bool { return t.Share == ShareNo }
 
 // MixedOK reports whether the tag lets the job run on several GPU types.
 func (t Tag) MixedOK() bool { return t.Mixed == MixedOK }
@@ -320,8 +348,10 @@ func (t *Tag) set(key, value string) error {
 		t.Mixed, err = ParseMixedTypes(value)
 	case "restart":
 		t.Restart, err = parseDuration(value)
+	case "share":
+		t.Share, err = ParseGPUSharing(value)
 	default:
-		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart)", key)
+		return fmt.Errorf("unknown key %s= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart, share)", key)
 	}
 	if err != nil {
 		return fmt.Errorf("%s= %w", key, err)
@@ -511,6 +541,9 @@ func (t Tag) Format() string {
 	}
 	if t.Restart != 0 {
 		add("restart", formatDuration(t.Restart))
+	}
+	if t.Share != ShareUnset {
+		add("share", string(t.Share))
 	}
 	return b.String()
 }

@@ -73,6 +73,8 @@ func TestParseTag(t *testing.T) {
 		"go milliseconds round":                   {"gavel: grace=1500ms", Tag{Grace: 2 * time.Second}},
 		"preempt modes any case":                  {"gavel: preempt=Checkpoint", Tag{Preempt: PreemptCheckpoint}},
 		"preempt never":                           {"gavel: preempt=never", Tag{Preempt: PreemptNever}},
+		"share refused":                           {"gavel: share=NO", Tag{Share: ShareNo}},
+		"share allowed":                           {"gavel: share=ok", Tag{Share: ShareOK}},
 		"non-ASCII text is fine":                  {"gavel: entity=équipe-Zoë model='模型'", Tag{Entity: "équipe-Zoë", Model: "模型"}},
 		"newline between pairs":                   {"gavel: steps=5\nweight=3", Tag{Steps: 5, Weight: 3}},
 		"control text after the tag is free text": {"gavel: steps=5; \x1b[2J", Tag{Steps: 5}},
@@ -105,6 +107,7 @@ func TestParseTagErrors(t *testing.T) {
 		"steps too large":         {"gavel: steps=1e19", "steps= must be between"},
 		"steps huge exponent":     {"gavel: steps=1e999999999", "steps= is not a number"},
 		"unknown key":             {"gavel: foo=1", "unknown key foo="},
+		"share not ok or no":      {"gavel: share=yes", `share= must be ok or no: "yes"`},
 		"duplicate key":           {"gavel: weight=1 weight=2", "duplicate key weight="},
 		"duplicate key any case":  {"gavel: weight=1 WEIGHT=2", "duplicate key weight="},
 		"weight zero":             {"gavel: weight=0", "weight= must be between"},
@@ -190,6 +193,7 @@ func TestFormatTag(t *testing.T) {
 		"class":            {Tag{Class: ClassTrialAndError}, "gavel: class=te"},
 		"preempt":          {Tag{Preempt: PreemptRequeue, Grace: time.Minute}, "gavel: grace=1m preempt=requeue"},
 		"restart last":     {Tag{Mixed: MixedOK, Restart: 150 * time.Second}, "gavel: mixed=ok restart=150s"},
+		"share last":       {Tag{Restart: time.Minute, Share: ShareNo}, "gavel: restart=1m share=no"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -209,7 +213,7 @@ func FuzzParseTag(f *testing.F) {
 		"gavel: slo=1h30m grace=0",
 		"gavel: steps=1e6 weight=1e-3",
 		"gavel: slo=1-12:00:00 grace=05:00 preempt=checkpoint",
-		"gavel: restart=2m30s mixed=ok",
+		"gavel: restart=2m30s mixed=ok share=no",
 		"gavel: model=\"a\u202eb\"",
 		"GAVEL:steps=1_000",
 		"nothing here",

@@ -33,6 +33,10 @@ var ErrNoJob = errors.New("invalid job id specified")
 // that is not part of an array.
 var ErrNotArray = errors.New("job is not a job array")
 
+// ErrNotSingleGPU is the fake's answer to a share asked for a job of more
+// than one GPU: Slurm takes a job's shards on a node from one GPU.
+var ErrNotSingleGPU = errors.New("only a single-GPU job can share a GPU")
+
 // Slurm is the in-memory cluster. The zero value is not usable; call New.
 type Slurm struct {
 	mu      sync.Mutex
@@ -165,6 +169,17 @@ func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	if len(nodes) == 0 {
 		return fmt.Errorf("start job %d: no nodes", id)
 	}
+	if j.Shards > 0 {
+		if err := s.startShared(&j, nodes); err != nil {
+			return fmt.Errorf("start job %d: %w", id, err)
+		}
+		j.State, j.Reason = bridge.JobRunning, "None"
+		j.RunningNodes = []string{nodes[0]}
+		j.RunningGPUType = s.nodes[nodes[0]].GPUType
+		j.StartTime = s.now()
+		s.jobs[id] = j
+		return nil
+	}
 	perNode := j.GPUs / len(nodes)
 	for _, name := range nodes {
 		n, ok := s.nodes[name]
@@ -194,6 +209,60 @@ func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	return nil
 }
 
+// startShared places a shard job as slurmctld does with one_sharing on
+// the node's shard lines (docs/space-sharing.md): on its --nodelist node,
+// on the GPU whose shards are in use when one is, else on a free GPU.
+func (s *Slurm) startShared(j *bridge.Job, nodes []string) error {
+	if len(nodes) != 1 {
+		return fmt.Errorf("a shard job runs on one node, not %d", len(nodes))
+	}
+	n, ok := s.nodes[nodes[0]]
+	switch {
+	case !ok:
+		return fmt.Errorf("unknown node %s", nodes[0])
+	case j.RequiredNodes != "" && j.RequiredNodes != n.Name:
+		return fmt.Errorf("node %s is not the job's --nodelist %s", n.Name, j.RequiredNodes)
+	case n.Shards <= 0 || n.GPUs <= 0:
+		return fmt.Errorf("node %s offers no shards", n.Name)
+	}
+	if len(n.ShardUse) != n.GPUs {
+		n.ShardUse = make([]bridge.GPUShards, n.GPUs)
+		for i := range n.ShardUse {
+			n.ShardUse[i].Total = int64(n.Shards / n.GPUs)
+		}
+	} else {
+		n.ShardUse = append([]bridge.GPUShards(nil), n.ShardUse...)
+	}
+	want := int64(j.Shards)
+	gpu := -1
+	shared := false
+	for i, u := range n.ShardUse {
+		if u.Used > 0 {
+			shared = true
+			if u.Used+want <= u.Total {
+				gpu = i
+				break
+			}
+		}
+	}
+	if gpu < 0 && !shared && n.GPUs-n.GPUsUsed >= 1 {
+		for i, u := range n.ShardUse {
+			if u.Used == 0 && want <= u.Total {
+				gpu = i
+				n.GPUsUsed++
+				break
+			}
+		}
+	}
+	if gpu < 0 {
+		return fmt.Errorf("node %s has no room for %d shards", n.Name, j.Shards)
+	}
+	n.ShardUse[gpu].Used += want
+	s.nodes[n.Name] = n
+	j.SharedGPUs = []int{gpu}
+	return nil
+}
+
 // Finish ends a job with the given final state and frees its GPUs.
 func (s *Slurm) Finish(id bridge.JobID, state bridge.JobState) error {
 	s.mu.Lock()
@@ -204,7 +273,7 @@ func (s *Slurm) Finish(id bridge.JobID, state bridge.JobState) error {
 	}
 	s.freeGPUs(j)
 	j.State = state
-	j.RunningNodes, j.RunningGPUType = nil, ""
+	j.RunningNodes, j.RunningGPUType, j.SharedGPUs = nil, "", nil
 	s.jobs[id] = j
 	return nil
 }
@@ -401,6 +470,14 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 		if a.GPUsPerNode > 0 {
 			j.GPUs = a.Nodes * a.GPUsPerNode
 		}
+	case bridge.ActSetShare:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		if j.Shards == 0 && (j.GPUs != 1 || j.Nodes > 1) {
+			return fmt.Errorf("%s: %w", a, ErrNotSingleGPU)
+		}
+		j.Shards, j.RequiredNodes, j.Constraints = a.Shards, a.Node, a.Constraints
 	case bridge.ActSetArrayLimit:
 		// Slurm keeps the limit with the array and shows it on every
 		// record of it.
@@ -437,7 +514,7 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 		}
 		s.freeGPUs(j)
 		j.State, j.Restarts = bridge.JobPending, j.Restarts+1
-		j.RunningNodes, j.RunningGPUType = nil, ""
+		j.RunningNodes, j.RunningGPUType, j.SharedGPUs = nil, "", nil
 		j.StartTime = time.Time{}
 		j.Reason = "BeginTime"
 		if a.Kind == bridge.ActRequeueHold {
@@ -487,7 +564,7 @@ func (s *Slurm) respond(j bridge.Job, r SignalResponse) bridge.Job {
 	end := func(state bridge.JobState, reason string) {
 		s.freeGPUs(j)
 		j.State, j.Reason = state, reason
-		j.RunningNodes, j.RunningGPUType = nil, ""
+		j.RunningNodes, j.RunningGPUType, j.SharedGPUs = nil, "", nil
 	}
 	switch r {
 	case SignalDies:
@@ -506,6 +583,23 @@ func (s *Slurm) respond(j bridge.Job, r SignalResponse) bridge.Job {
 
 func (s *Slurm) freeGPUs(j bridge.Job) {
 	if len(j.RunningNodes) == 0 {
+		return
+	}
+	if j.Shards > 0 {
+		n, ok := s.nodes[j.RunningNodes[0]]
+		if !ok {
+			return
+		}
+		n.ShardUse = append([]bridge.GPUShards(nil), n.ShardUse...)
+		for _, g := range j.SharedGPUs {
+			if g >= 0 && g < len(n.ShardUse) {
+				n.ShardUse[g].Used = max(0, n.ShardUse[g].Used-int64(j.Shards))
+				if n.ShardUse[g].Used == 0 {
+					n.GPUsUsed = max(0, n.GPUsUsed-1)
+				}
+			}
+		}
+		s.nodes[n.Name] = n
 		return
 	}
 	perNode := j.GPUs / len(j.RunningNodes)

@@ -220,3 +220,67 @@ func TestStopLoggingKeepsNothingButActs(t *testing.T) {
 		t.Error("the release sent after StopLogging did not take effect")
 	}
 }
+
+// TestSharedJobsLandOnOneGPU checks the fake's shard placement, which the
+// daemon's pairing relies on: with one_sharing, every shard job of a node
+// runs on the GPU whose shards are in use, and a GPU's shards are freed
+// when its jobs end.
+func TestSharedJobsLandOnOneGPU(t *testing.T) {
+	ctx := context.Background()
+	s := New(func() time.Time { return t0 })
+	s.AddNode(bridge.Node{Name: "n1", GPUType: "v100", GPUs: 4, Shards: 8, Partitions: []string{"gpu"}})
+	whole := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c"})
+	a := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c"})
+	b := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c"})
+	c := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c"})
+	if err := s.Start(whole, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []bridge.JobID{a, b, c} {
+		if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetShare, Job: id, Shards: 1, Node: "n1", Constraints: "v100"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Start(a, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(b, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	// Two shards per GPU: the shared GPU is full, and one_sharing keeps
+	// the third job off the node's free GPUs.
+	if err := s.Start(c, "n1"); err == nil {
+		t.Fatal("a third shard job started beside a full shared GPU")
+	}
+	snap, _ := s.Snapshot(ctx)
+	ja, _ := snap.Job(a)
+	jb, _ := snap.Job(b)
+	if !bridge.SharesGPUWith(ja, jb) {
+		t.Fatalf("pair not on one GPU: %v and %v", ja.SharedGPUs, jb.SharedGPUs)
+	}
+	if n := snap.Nodes[0]; n.GPUsUsed != 2 {
+		t.Fatalf("GPUs used = %d, want 2 (one whole, one shared)", n.GPUsUsed)
+	}
+	if err := s.Finish(a, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(b, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = s.Snapshot(ctx)
+	if n := snap.Nodes[0]; n.GPUsUsed != 1 || n.ShardUse[ja.SharedGPUs[0]].Used != 0 {
+		t.Fatalf("after the pair ended: %+v", n)
+	}
+	// Back to a whole GPU: the node list goes with the shards.
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetShare, Job: c, Constraints: "v100"}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ = s.Snapshot(ctx)
+	if jc, _ := snap.Job(c); jc.Shards != 0 || jc.RequiredNodes != "" {
+		t.Fatalf("unshared job = %+v", jc)
+	}
+	two := s.Submit(bridge.Job{GPUs: 2, Comment: "gavel: model=a3c"})
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetShare, Job: two, Shards: 1, Node: "n1"}); !errors.Is(err, ErrNotSingleGPU) {
+		t.Fatalf("share of a 2-GPU job: %v", err)
+	}
+}
