@@ -1,10 +1,5 @@
 package policy
 
-import (
-	"fmt"
-	"strings"
-)
-
 // Traits are the properties of a policy that the code around it must act
 // on: the round mechanism, the simulator and the daemon ask a policy for
 // its traits instead of reading them off its name.
@@ -92,31 +87,4 @@ func TraitsOf(name string) (Traits, error) {
 		return Traits{}, err
 	}
 	return p.Traits(), nil
-}
-
-// CheckDaemonSupport returns an error when the daemon cannot run the named
-// policy as it is meant to be run. A packing policy's allocation gives
-// time to pairs of jobs sharing GPUs; the daemon has no way yet to start
-// two jobs on the same GPUs, so it would silently leave the pairs' time
-// unused instead of scheduling what the policy computed.
-func CheckDaemonSupport(name string) error {
-	t, err := TraitsOf(name)
-	if err != nil {
-		return err
-	}
-	if !t.Packs {
-		return nil
-	}
-	return fmt.Errorf("policy %s packs jobs in pairs (space sharing), which the daemon cannot enforce yet; %s", name, unpackedAlternative(name))
-}
-
-// unpackedAlternative suggests the policy to run instead of a packing one:
-// its _perf counterpart when one is registered and does not pack.
-func unpackedAlternative(name string) string {
-	if alt := strings.Replace(name, "_packed", "_perf", 1); alt != name {
-		if t, err := TraitsOf(alt); err == nil && !t.Packs {
-			return "use " + alt
-		}
-	}
-	return "use a policy that does not pack jobs, e.g. max_min_fairness_perf"
 }

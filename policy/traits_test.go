@@ -97,36 +97,3 @@ func TestObjectiveUnits(t *testing.T) {
 		}
 	}
 }
-
-func TestCheckDaemonSupport(t *testing.T) {
-	cases := []struct {
-		name    string
-		wantErr string // "" for a supported policy
-	}{
-		{"max_min_fairness_perf", ""},
-		{"max_min_fairness", ""},
-		{"fifo", ""},
-		{"finish_time_fairness_perf", ""},
-		{"max_min_fairness_packed", "policy max_min_fairness_packed packs jobs in pairs (space sharing), which the daemon cannot enforce yet; use max_min_fairness_perf"},
-		{"fifo_packed", "; use fifo_perf"},
-		{"max_sum_throughput_normalized_by_cost_packed_SLOs", "; use max_sum_throughput_normalized_by_cost_perf_SLOs"},
-		{"gandiva", "policy gandiva packs jobs in pairs (space sharing), which the daemon cannot enforce yet; use a policy that does not pack jobs"},
-		{"no_such_policy", `unknown policy "no_such_policy"`},
-	}
-	for _, c := range cases {
-		err := CheckDaemonSupport(c.name)
-		switch {
-		case c.wantErr == "" && err != nil:
-			t.Errorf("CheckDaemonSupport(%q): %v", c.name, err)
-		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
-			t.Errorf("CheckDaemonSupport(%q) = %v, want an error containing %q", c.name, err, c.wantErr)
-		}
-	}
-	// Every packing policy is refused, every other one accepted.
-	for _, name := range Names() {
-		tr, _ := TraitsOf(name)
-		if err := CheckDaemonSupport(name); (err != nil) != tr.Packs {
-			t.Errorf("%s (packs %v): CheckDaemonSupport = %v", name, tr.Packs, err)
-		}
-	}
-}

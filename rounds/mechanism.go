@@ -358,6 +358,32 @@ func (m *Mechanism) AddPair(p Pair, now float64) error {
 	return nil
 }
 
+// PairOf returns the key of the registered pair of jobs a and b, in
+// whichever order it was added; false when they form none.
+func (m *Mechanism) PairOf(a, b string) (string, bool) {
+	for _, key := range [2]string{PairKey(a, b), PairKey(b, a)} {
+		if c, ok := m.index[key]; ok && m.combos[c].alive && m.combos[c].isPair() {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// Pairs lists the registered pairs for the policy's problem, in the
+// mechanism's storage order (the same for the same calls).
+func (m *Mechanism) Pairs() []Pair {
+	var out []Pair
+	for c := range m.combos {
+		cb := &m.combos[c]
+		if !cb.alive || !cb.isPair() {
+			continue
+		}
+		out = append(out, Pair{Jobs: [2]string{m.combos[cb.members[0]].key, m.combos[cb.members[1]].key},
+			Throughputs: maps.Clone(cb.pair)})
+	}
+	return out
+}
+
 // SetThroughputs replaces a job's per-type throughputs (new estimates).
 // It does not note an event; call NoteEvent(EventThroughputChange) when the
 // allocation should follow.

@@ -59,3 +59,32 @@ func TestSetAllocationPairRows(t *testing.T) {
 		})
 	}
 }
+
+// PairOf finds a pair whichever order its members are named in, and Pairs
+// lists the pairs alive: a removed job takes its pairs with it.
+func TestPairLookupFollowsRemovals(t *testing.T) {
+	m := mustNew(t, cluster(servers("v100", 1, 1)), DefaultOptions())
+	for _, id := range []string{"a", "b", "c"} {
+		mustAdd(t, m, Job{ID: id, ScaleFactor: 1, Throughputs: everywhere("v100")})
+	}
+	for _, p := range [][2]string{{"a", "b"}, {"c", "b"}} {
+		if err := m.AddPair(Pair{Jobs: p, Throughputs: map[string][2]float64{"v100": {0.7, 0.6}}}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if key, ok := m.PairOf("b", "a"); !ok || key != "a+b" {
+		t.Fatalf("PairOf(b, a) = %q, %v", key, ok)
+	}
+	if _, ok := m.PairOf("a", "c"); ok {
+		t.Fatal("a and c form no pair")
+	}
+	if got := m.Pairs(); len(got) != 2 || got[1].Key() != "c+b" || got[1].Throughputs["v100"] != [2]float64{0.7, 0.6} {
+		t.Fatalf("Pairs = %+v", got)
+	}
+	if err := m.RemoveJob("b", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.PairOf("a", "b"); ok || len(m.Pairs()) != 0 {
+		t.Fatalf("pairs of a removed job remain: %+v", m.Pairs())
+	}
+}

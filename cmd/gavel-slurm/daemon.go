@@ -155,7 +155,8 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 		DefaultGrace: cfg.Scheduler.DefaultGrace, DefaultRestart: cfg.Scheduler.DefaultRestartCost,
 		GraceSignal: cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
 		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), RefillPoll: cfg.Scheduler.RefillPoll, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
-		Rules: cfg.Rules,
+		ShareOffPartitions: cfg.Scheduler.ShareOffPartitions,
+		Rules:              cfg.Rules,
 		TrialAndError: sched.TESettings{Enabled: cfg.TrialAndError.Enabled, Weight: cfg.TrialAndError.Weight,
 			MaxPreemptions: cfg.TrialAndError.MaxPreemptions, MaxPerUser: cfg.TrialAndError.MaxPerUser, Poll: cfg.TrialAndError.Poll},
 	}

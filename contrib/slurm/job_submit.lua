@@ -836,6 +836,7 @@ end
 local PARSERS = {
 	steps = parse_steps, weight = parse_weight, slo = parse_duration, grace = parse_duration,
 	class = parse_class, preempt = parse_preempt, mixed = parse_mixed, restart = parse_duration,
+	share = parse_mixed, -- ok or no, as mixed=
 }
 
 local function set(tag, key, value)
@@ -855,7 +856,7 @@ local function set(tag, key, value)
 			err = "must be longer than 0"
 		end
 	else
-		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart)"
+		return "unknown key " .. key .. "= (known: model, steps, weight, slo, entity, class, grace, preempt, mixed, restart, share)"
 	end
 	if err then
 		return key .. "= " .. err
@@ -1003,6 +1004,9 @@ local function format_tag(t)
 	end
 	if t.restart then
 		add("restart", format_duration(t.restart))
+	end
+	if t.share then
+		add("share", t.share)
 	end
 	return table.concat(parts)
 end

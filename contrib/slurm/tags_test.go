@@ -39,6 +39,7 @@ type wantTag struct {
 	Preempt string  `json:"preempt"`
 	Mixed   string  `json:"mixed"`
 	Restart int64   `json:"restart_s"`
+	Share   string  `json:"share"`
 }
 
 func (c tagCase) comment(t *testing.T) string {
@@ -124,7 +125,7 @@ func daemonResult(comment string) result {
 	return result{OK: true, Canonical: tag.Format(), Tag: wantTag{
 		Model: tag.Model, Steps: tag.Steps, Weight: tag.Weight, SLO: int64(tag.SLO / time.Second),
 		Entity: tag.Entity, Class: string(tag.Class), Grace: int64(tag.Grace / time.Second), Preempt: string(tag.Preempt),
-		Mixed: string(tag.Mixed), Restart: int64(tag.Restart / time.Second),
+		Mixed: string(tag.Mixed), Restart: int64(tag.Restart / time.Second), Share: string(tag.Share),
 	}}
 }
 
@@ -141,7 +142,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 		switch {
 		case f[0] == "err" && len(f) == 3:
 			out[i] = result{Err: unhex(t, f[1]), NoTag: f[2] == "1"}
-		case f[0] == "ok" && len(f) == 12:
+		case f[0] == "ok" && len(f) == 13:
 			num := func(s string) int64 {
 				n, err := strconv.ParseInt(s, 10, 64)
 				if err != nil {
@@ -155,7 +156,7 @@ func scriptResults(t *testing.T, lua string, comments []string) []result {
 			}
 			out[i] = result{OK: true, Canonical: unhex(t, f[1]), Tag: wantTag{
 				Model: unhex(t, f[2]), Steps: num(f[3]), Weight: w, SLO: num(f[5]),
-				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9], Mixed: f[10], Restart: num(f[11]),
+				Entity: unhex(t, f[6]), Class: f[7], Grace: num(f[8]), Preempt: f[9], Mixed: f[10], Restart: num(f[11]), Share: f[12],
 			}}
 		default:
 			t.Fatalf("harness: unexpected line %q", line)

@@ -144,6 +144,18 @@ type JobStatus struct {
 	// absent for a job out of the rounds.
 	RestartCostS  float64 `json:"restart_cost_s,omitempty"`
 	RestartSource string  `json:"restart_source,omitempty"`
+	// SharesGPUWith is the job that shares the job's GPU as its pair
+	// under a packing policy (docs/space-sharing.md); PairAllocation the
+	// fraction of time the allocation gives the pairs the job belongs
+	// to, per GPU type; Sharing why the job is never paired. All absent
+	// when they do not apply.
+	SharesGPUWith  string             `json:"shares_gpu_with,omitempty"`
+	PairAllocation map[string]float64 `json:"pair_allocation,omitempty"`
+	Sharing        string             `json:"sharing,omitempty"`
+	// SharedRate is the job's rate while it shares its GPU with
+	// SharesGPUWith, and where that figure comes from ("measured" while
+	// the two ran together, else "table").
+	SharedRate *Throughput `json:"shared_rate,omitempty"`
 }
 
 // Throughput is one job's step rate on one GPU type and where it comes

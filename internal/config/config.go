@@ -148,6 +148,10 @@ type Scheduler struct {
 	// round would have started there; 0 leaves them idle until the next
 	// round.
 	RefillPoll time.Duration
+	// ShareOffPartitions are managed partitions whose jobs never share a
+	// GPU under a packing policy (docs/space-sharing.md); elsewhere jobs
+	// are paired on nodes that offer GPU shards.
+	ShareOffPartitions []string
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
 }
@@ -292,17 +296,18 @@ type file struct {
 		Throughputs    *string            `toml:"throughputs"`
 	} `toml:"cluster"`
 	Scheduler struct {
-		Policy           *string        `toml:"policy"`
-		Round            *duration.Flag `toml:"round"`
-		MinResetInterval *duration.Flag `toml:"min_reset_interval"`
-		Mechanism        *string        `toml:"mechanism"`
-		DefaultGrace     *duration.Flag `toml:"default_grace"`
-		DefaultRestart   *duration.Flag `toml:"default_restart_cost"`
-		GraceSignal      *string        `toml:"grace_signal"`
-		DefaultPreempt   *string        `toml:"default_preempt"`
-		MinRunTime       *duration.Flag `toml:"min_run_time"`
-		RefillPoll       *duration.Flag `toml:"refill_poll"`
-		DryRun           *bool          `toml:"dry_run"`
+		Policy             *string        `toml:"policy"`
+		Round              *duration.Flag `toml:"round"`
+		MinResetInterval   *duration.Flag `toml:"min_reset_interval"`
+		Mechanism          *string        `toml:"mechanism"`
+		DefaultGrace       *duration.Flag `toml:"default_grace"`
+		DefaultRestart     *duration.Flag `toml:"default_restart_cost"`
+		GraceSignal        *string        `toml:"grace_signal"`
+		DefaultPreempt     *string        `toml:"default_preempt"`
+		MinRunTime         *duration.Flag `toml:"min_run_time"`
+		RefillPoll         *duration.Flag `toml:"refill_poll"`
+		ShareOffPartitions []string       `toml:"share_off_partitions"`
+		DryRun             *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
 	Daemon struct {
 		StateDir           *string        `toml:"state_dir"`
@@ -473,6 +478,9 @@ func Parse(data []byte) (*Config, error) {
 	setDuration(&c.Scheduler.DefaultRestartCost, f.Scheduler.DefaultRestart)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setDuration(&c.Scheduler.RefillPoll, f.Scheduler.RefillPoll)
+	if f.Scheduler.ShareOffPartitions != nil {
+		c.Scheduler.ShareOffPartitions = f.Scheduler.ShareOffPartitions
+	}
 	setString(&c.Scheduler.GraceSignal, f.Scheduler.GraceSignal)
 	if f.Scheduler.DefaultPreempt != nil {
 		m, err := bridge.ParsePreemptMode(*f.Scheduler.DefaultPreempt)
@@ -657,6 +665,8 @@ func (c *Config) Set(key, value string) error {
 		c.Slurm.TokenFile = value
 	case "slurm.partitions":
 		c.Slurm.Partitions = splitList(value)
+	case "scheduler.share_off_partitions":
+		c.Scheduler.ShareOffPartitions = splitList(value)
 	case "scheduler.policy":
 		c.Scheduler.Policy = value
 	case "scheduler.round":
@@ -864,6 +874,11 @@ func (c *Config) Validate() error {
 	}
 	if c.TrialAndError.MaxPerUser < 0 {
 		bad("trial_and_error.max_per_user", "%d is negative", c.TrialAndError.MaxPerUser)
+	}
+	for _, p := range c.Scheduler.ShareOffPartitions {
+		if !slices.Contains(c.Slurm.Partitions, p) {
+			bad("scheduler.share_off_partitions", "%q is not one of slurm.partitions", p)
+		}
 	}
 	if p := c.Scheduler.RefillPoll; p != 0 && p < time.Second {
 		bad("scheduler.refill_poll", "%s is under a second (each look reads the whole queue; 0 turns refilling off)", p)

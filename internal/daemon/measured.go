@@ -27,6 +27,10 @@ type Measured struct {
 	// (sched.FirstProgress): the step measures restart costs with it.
 	firstMu sync.Mutex
 	firsts  map[string]firstProgress
+	// pairs are the rates each member of a pair reported while the two
+	// shared a GPU (observePair).
+	pairMu sync.Mutex
+	pairs  map[pairKey]map[string]*pairRate
 }
 
 // firstProgress is the earliest progress a job reported in the run Slurm
@@ -126,9 +130,88 @@ func (m *Measured) Observe(ms estimate.Measurement) error {
 	return nil
 }
 
+// sharesWith finds the job that shares a GPU with running job j.
+func sharesWith(snap *bridge.Snapshot, j bridge.Job) (string, bool) {
+	if j.Shards == 0 || len(j.SharedGPUs) == 0 {
+		return "", false
+	}
+	for _, o := range snap.Jobs {
+		if o.ID != j.ID && o.Shards > 0 && bridge.SharesGPUWith(j, o) {
+			return o.ID.String(), true
+		}
+	}
+	return "", false
+}
+
+// pairKey names a pair of jobs on one GPU type, its members in sorted
+// order.
+type pairKey struct{ a, b, gpuType string }
+
+// pairRate is a running mean of one member's rates while paired.
+type pairRate struct {
+	sum float64
+	n   int
+}
+
+// observePair keeps job's rate while it shared a GPU of gpuType with
+// partner.
+func (m *Measured) observePair(job, partner, gpuType string, rate float64) {
+	if !(rate >= 0) {
+		return
+	}
+	k := pairKey{min(job, partner), max(job, partner), gpuType}
+	m.pairMu.Lock()
+	defer m.pairMu.Unlock()
+	if m.pairs == nil {
+		m.pairs = map[pairKey]map[string]*pairRate{}
+	}
+	if m.pairs[k] == nil {
+		m.pairs[k] = map[string]*pairRate{}
+	}
+	r := m.pairs[k][job]
+	if r == nil {
+		r = &pairRate{}
+		m.pairs[k][job] = r
+	}
+	r.sum += rate
+	r.n++
+}
+
+var _ sched.PairEstimator = (*Measured)(nil)
+
+// PairRates implements sched.PairEstimator: the rates measured while the
+// two jobs shared a GPU, on the types where both were measured, else the
+// reference table's.
+func (m *Measured) PairRates(a, b sched.JobQuery, types []string, now time.Time) map[string][2]sched.Rate {
+	out := m.table.PairRates(a, b, types, now)
+	m.pairMu.Lock()
+	defer m.pairMu.Unlock()
+	for _, t := range types {
+		k := pairKey{min(a.ID, b.ID), max(a.ID, b.ID), t}
+		ra, rb := m.pairs[k][a.ID], m.pairs[k][b.ID]
+		if ra == nil || rb == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string][2]sched.Rate{}
+		}
+		detail := fmt.Sprintf("measured while %s and %s shared a %s", a.ID, b.ID, t)
+		out[t] = [2]sched.Rate{{StepsPerSecond: ra.sum / float64(ra.n), Source: "measured", Detail: detail},
+			{StepsPerSecond: rb.sum / float64(rb.n), Source: "measured", Detail: detail}}
+	}
+	return out
+}
+
 // Forget drops a job that left.
 func (m *Measured) Forget(id string) {
 	m.est.Forget(id)
+	m.pairMu.Lock()
+	for k := range m.pairs {
+		if k.a == id || k.b == id {
+			delete(m.pairs, k)
+		}
+	}
+	m.pairMu.Unlock()
 	m.firstMu.Lock()
 	delete(m.firsts, id)
 	m.firstMu.Unlock()
@@ -485,6 +568,12 @@ func (d *Daemon) feed(snap *bridge.Snapshot) (taken, dropped int) {
 			// The job's progress: what the policies count its
 			// remaining steps down from (sched.Progress).
 			m.Steps = iv.steps
+		}
+		if partner, ok := sharesWith(snap, j); ok {
+			// Its rate while sharing a GPU is the pair's, not its own
+			// alone: kept for the pair (PairRates), not the estimates.
+			m.Shared = true
+			d.Measured.observePair(iv.job, partner, iv.gpuType, iv.rate)
 		}
 		if err := d.Measured.Observe(m); err != nil {
 			dropped++

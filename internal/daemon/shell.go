@@ -87,6 +87,10 @@ func jobStatus(jv sched.JobView) api.JobStatus {
 			js.StepsDone = &done
 		}
 		js.RestartCostS, js.RestartSource = jv.RestartCost.Seconds(), jv.RestartSource
+		js.SharesGPUWith, js.PairAllocation, js.Sharing = jv.SharesWith, jv.PairAllocation, jv.Sharing
+		if r := jv.SharedRate; r != nil {
+			js.SharedRate = &api.Throughput{StepsPerS: r.StepsPerSecond, Source: r.Source, Detail: r.Detail}
+		}
 	}
 	if len(jv.Throughputs) > 0 {
 		js.Throughputs = make(map[string]api.Throughput, len(jv.Throughputs))

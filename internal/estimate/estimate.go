@@ -46,6 +46,10 @@ type Measurement struct {
 	// Steps is the job's total steps done at At, when it reports its
 	// progress (0 when it does not).
 	Steps int64
+	// Shared is set when the job shared its GPU with another job during
+	// the interval: its progress counts, its rate is no rate of the job
+	// alone and is left out of the estimates.
+	Shared bool
 }
 
 // JobKey names the job a question is about.
@@ -259,6 +263,9 @@ func (e *Estimator) Observe(m Measurement) error {
 	if j.model != m.Model || j.identity == "" {
 		j.model, j.identity = m.Model, e.ref.identity(m.Model)
 		e.version++
+	}
+	if m.Shared {
+		return nil
 	}
 	c := j.cells[m.Type]
 	if c == nil {

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -104,6 +105,8 @@ func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
 	gap := min(now.Sub(c.lastRound), 2*c.set.Round)
 	var usages []rounds.Usage
 	types := nodeTypes(snap)
+	pairs := c.runningPairs(snap)
+	pairSeen := map[string]bool{}
 	for _, j := range snap.Jobs {
 		js := c.jobs[keyOf(j.ID)]
 		if mix := c.mixOf(j, types); mix != nil && js != nil && js.scale != 0 {
@@ -118,7 +121,15 @@ func (c *Core) account(snap *bridge.Snapshot, now time.Time) {
 			d = max(now.Sub(j.StartTime), 0)
 		}
 		js.received[j.RunningGPUType] += d.Seconds()
-		usages = append(usages, rounds.Usage{Key: js.name, Type: j.RunningGPUType, Seconds: d.Seconds()})
+		key := js.name
+		if pk, ok := pairs[j.ID]; ok {
+			// A pair's time is the pair's, counted once.
+			if pairSeen[pk] {
+				continue
+			}
+			pairSeen[pk], key = true, pk
+		}
+		usages = append(usages, rounds.Usage{Key: key, Type: j.RunningGPUType, Seconds: d.Seconds()})
 	}
 	// Usages on types the mechanism does not know (a node that just left)
 	// are dropped rather than failing the round.
@@ -143,9 +154,51 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 	next := map[string]int{}
 	var out []rounds.Assignment
 	var types map[string]string
+	pairs := c.runningPairs(snap)
+	pairAt := map[string]int{} // a running pair's index in out
+	for _, js := range c.jobs {
+		js.partner = ""
+	}
+	defer func() {
+		for _, i := range pairAt {
+			if a := out[i]; len(a.Jobs) == 2 {
+				byName := func(name string) *jobState {
+					id, err := bridge.ParseJobID(name)
+					if err != nil {
+						return nil
+					}
+					return c.jobs[keyOf(id)]
+				}
+				if x, y := byName(a.Jobs[0]), byName(a.Jobs[1]); x != nil && y != nil {
+					x.partner, y.partner = y.name, x.name
+				}
+			}
+		}
+	}()
 	for _, j := range snap.Jobs {
 		js := c.jobs[keyOf(j.ID)]
 		if js == nil || js.scale == 0 || !isRunning(j) {
+			continue
+		}
+		if key, ok := pairs[j.ID]; ok {
+			// Two jobs on one GPU: one assignment, one slot.
+			if i, seen := pairAt[key]; seen {
+				a := &out[i]
+				a.Jobs = append(a.Jobs, js.name)
+				a.Pin = max(a.Pin, c.pinOf(js, j, now))
+				a.Since = max(a.Since, seconds(runSince(js, j)))
+				if !strings.HasPrefix(key, a.Jobs[0]+"+") {
+					a.Jobs[0], a.Jobs[1] = a.Jobs[1], a.Jobs[0]
+				}
+				continue
+			}
+			n := j.RunningNodes[0]
+			if s, ok := servers[n]; ok && s.Type == j.RunningGPUType && next[n] < s.GPUs {
+				pairAt[key] = len(out)
+				out = append(out, rounds.Assignment{Key: key, Jobs: []string{js.name}, Type: j.RunningGPUType,
+					Pin: c.pinOf(js, j, now), Since: seconds(runSince(js, j)), Slots: []rounds.Slot{{Server: n, GPU: next[n]}}})
+				next[n]++
+			}
 			continue
 		}
 		if j.RunningGPUType == "" && j.Tag.MixedOK() {

@@ -77,6 +77,9 @@ type Settings struct {
 	// have started there (refill.go); 0 leaves them idle until the next
 	// round.
 	RefillPoll time.Duration
+	// ShareOffPartitions are the partitions whose jobs never share a GPU
+	// under a packing policy (share.go).
+	ShareOffPartitions []string
 	// AdoptAdminHolds: in the first round, managed jobs held by an admin
 	// that no saved record names are taken for the daemon's own holds
 	// (recovery after the state directory was lost).
@@ -153,6 +156,15 @@ type jobState struct {
 	// arrayOf is set on a job array's waiting task (a slot): the array's
 	// record, which Slurm acts on for it (arrays.go).
 	arrayOf bridge.JobID
+	// shareSet is set while the job's request is the daemon's shard
+	// request for a pair (share.go); canShare while it may be paired,
+	// shareNote says why it may not; partners are the jobs it forms
+	// registered pairs with, partner the one it shares a GPU with now.
+	shareSet  bool
+	canShare  bool
+	shareNote string
+	partners  []jobKey
+	partner   string
 	// arrayHead is set on a job array's record while it holds tasks not
 	// started; slots are the keys of those that compete, arrayWaiting
 	// how many wait in all and arrayRoom how many compete.
@@ -189,6 +201,9 @@ type Core struct {
 	trustState
 	teClaims
 	releaseQueue
+	// share is where pairs can run and where the last round put them
+	// (share.go).
+	share sharing
 	// arrayLimits are the limits on tasks running at once that the job
 	// arrays the daemon manages had when it first saw them (their
 	// users'), by array id (arrays.go).
@@ -287,9 +302,6 @@ func (c *Core) RestoreState(s State) {
 func NewCore(set Settings, est Estimator) (*Core, error) {
 	pol, err := policy.New(set.Policy, policy.Options{Seed: set.Seed})
 	if err != nil {
-		return nil, fmt.Errorf("scheduler.policy: %w", err)
-	}
-	if err := policy.CheckDaemonSupport(set.Policy); err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
 	}
 	if pol.Traits().Objective == policy.ObjectiveStepsPerCost {
@@ -441,6 +453,7 @@ func (w *Core) step(in Input, p *Proposal) {
 	// 2. Cluster: GPU types and servers.
 	nowS := seconds(now)
 	w.noteTypes(snap)
+	w.noteSharedTypes(snap)
 	if err := w.syncCluster(w.clusterOf(snap), nowS); err != nil {
 		p.Skipped, p.SkipCause = "cluster: "+err.Error(), "cluster_error"
 		return
@@ -478,6 +491,7 @@ func (w *Core) step(in Input, p *Proposal) {
 		return
 	}
 	w.plan = plan
+	w.share.places = w.placePairs(snap, plan)
 	mixes := w.placeMixes(snap, plan)
 
 	// 6. Actions: what makes Slurm match the plan, then the releases

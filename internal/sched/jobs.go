@@ -29,7 +29,7 @@ func (c *Core) Restore(records map[string]Record, round uint64) {
 		js := &jobState{key: key, name: name, firstSeen: r.FirstSeen, received: copyMap(r.Received),
 			decision: r.LastDecision, reason: r.Reason, mode: bridge.PreemptMode(r.Preempt),
 			restartMeasured: time.Duration(r.RestartCostS * float64(time.Second))}
-		js.heldByDaemon = r.HeldByDaemon
+		js.heldByDaemon, js.shareSet = r.HeldByDaemon, r.SharedByDaemon
 		if !r.GraceStart.IsZero() {
 			js.pre = preemption{phase: parsePhase(r.GracePhase), start: r.GraceStart, target: r.GraceTarget,
 				restarts: r.GraceRestarts, forTE: forTE}
@@ -203,7 +203,9 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 		// a job the mechanism does not know.
 		js.reason = "not scheduled: " + err.Error()
 		js.scale = 0
+		return
 	}
+	c.offerPairs(js, j, now)
 }
 
 // jobOf is the snapshot's record of a tracked job, false for a slot
@@ -230,6 +232,7 @@ func (c *Core) track(key jobKey, now time.Time) *jobState {
 // unschedule takes a job out of the mechanism, if it is in.
 func (c *Core) unschedule(js *jobState, now float64) {
 	if js.scale != 0 {
+		c.forgetPartners(js)
 		c.mech.RemoveJob(js.name, now) //nolint:errcheck // known to the mechanism
 		js.scale = 0
 	}
@@ -361,6 +364,9 @@ func (c *Core) noteHolds(actions []Action) {
 		}
 		if a.Kind == bridge.ActSetPriority {
 			js.marked = true
+		}
+		if a.Kind == bridge.ActSetShare {
+			js.shareSet = a.Shards > 0
 		}
 	}
 }

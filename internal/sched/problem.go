@@ -139,5 +139,11 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		}
 		jobs = append(jobs, in)
 	}
-	return BuildProblem(gpus, costs, seconds(now), jobs)
+	p := BuildProblem(gpus, costs, seconds(now), jobs)
+	if c.packs() {
+		for _, pr := range c.mech.Pairs() {
+			p.Pairs = append(p.Pairs, policy.Pair{Jobs: pr.Jobs, Throughputs: pr.Throughputs})
+		}
+	}
+	return p
 }

@@ -266,6 +266,7 @@ func (c *Core) fork() *Core {
 	w.trustState = c.trustState.clone()
 	w.teClaims = c.teClaims.clone()
 	w.releaseQueue = c.releaseQueue.clone()
+	w.share = c.share.clone()
 	w.arrayLimits = maps.Clone(c.arrayLimits)
 	// allocationState holds values and an allocation that is replaced,
 	// never changed in place: the copy above is its own.
@@ -281,5 +282,6 @@ func (js *jobState) clone() *jobState {
 	out.received = maps.Clone(js.received)
 	out.notes = slices.Clone(js.notes)
 	out.slots = slices.Clone(js.slots)
+	out.partners = slices.Clone(js.partners)
 	return &out
 }

@@ -39,8 +39,13 @@ type Record struct {
 	RestartCostS float64 `json:"restart_cost_s,omitempty"`
 	// HeldByDaemon is set while the job's hold is the daemon's; other
 	// holds are the user's or an admin's and are left alone.
-	HeldByDaemon bool      `json:"held_by_daemon,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	HeldByDaemon bool `json:"held_by_daemon,omitempty"`
+	// SharedByDaemon is set while the job's shard request is the
+	// daemon's (a pair's member): it is made a whole-GPU request again
+	// when it runs alone, where a user's own shard request is left as
+	// it is.
+	SharedByDaemon bool      `json:"shared_by_daemon,omitempty"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // JournalEntry is one journaled action as RestoreJournal replays it; its
@@ -152,7 +157,7 @@ func (c *Core) records(now time.Time) []Record {
 			continue
 		}
 		rec := Record{JobID: js.name, FirstSeen: js.firstSeen, Received: copyMap(js.received),
-			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon,
+			LastDecision: js.decision, Reason: js.reason, UpdatedAt: now, HeldByDaemon: js.heldByDaemon, SharedByDaemon: js.shareSet,
 			Preempt: string(js.mode), RestartCostS: js.restartMeasured.Seconds()}
 		if js.pre.phase != notPreempted {
 			rec.GraceStart, rec.GraceTarget = js.pre.start, js.pre.target

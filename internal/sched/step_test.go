@@ -68,6 +68,8 @@ func actionsOf(actions []Action, id bridge.JobID) string {
 			out = append(out, string(a.Kind)+":"+a.Signal)
 		case bridge.ActSetArrayLimit:
 			out = append(out, fmt.Sprintf("%s:%d", a.Kind, a.Tasks))
+		case bridge.ActSetShare:
+			out = append(out, fmt.Sprintf("%s:%d@%s:%s", a.Kind, a.Shards, a.Node, a.Constraints))
 		default:
 			out = append(out, string(a.Kind))
 		}
@@ -242,18 +244,6 @@ func TestStepPreemptModes(t *testing.T) {
 				t.Errorf("reason %q", res.View.Jobs[0].Reason)
 			}
 		})
-	}
-}
-
-// The daemon cannot run job pairs yet: a packing policy is refused at
-// start-up instead of running unpacked without a word.
-func TestPackingPoliciesAreRefused(t *testing.T) {
-	set := settings()
-	set.Policy = "max_min_fairness_packed"
-	table, _ := throughputs.Reference()
-	_, err := NewCore(set, TableEstimator{Table: table})
-	if err == nil || !strings.Contains(err.Error(), "pairs") {
-		t.Errorf("packing policy accepted: %v", err)
 	}
 }
 

@@ -100,8 +100,18 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 	return out, preemptions
 }
 
-// runActions makes pending job j eligible to start on GPU type t.
+// runActions makes pending job j eligible to start on GPU type t; a pair's
+// member that no node can take this round is held instead.
 func (c *Core) runActions(j bridge.Job, t, why string) []Action {
+	if js := c.jobs[keyOf(j.ID)]; js != nil {
+		if wait := c.pairUnplaced(js, t); wait != "" {
+			js.reason = "chosen with " + c.share.places[js.name].partner + " for " + t + ", but " + wait
+			if j.Held {
+				return nil
+			}
+			return []Action{{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts}}
+		}
+	}
 	return append(c.placeActions(j, t, why), c.eligibleActions(j, c.runPriority(), why)...)
 }
 
@@ -115,7 +125,9 @@ func (c *Core) placeActions(j bridge.Job, t, why string) []Action {
 	}
 	// A typed request already names its type; its own constraints stay.
 	// Otherwise the job's own features are kept beside the type.
-	if c.inMixShape(j) {
+	if js := c.jobs[keyOf(j.ID)]; js != nil && c.shareActions(j, js, t, add) {
+		// A pair's member, or one that was and now runs alone.
+	} else if c.inMixShape(j) {
 		// Shaped for a mix earlier: back to one type, request and all.
 		if shape := c.singleShape(j, c.jobs[keyOf(j.ID)], t, t); !hasShape(j, shape) {
 			add(shape)

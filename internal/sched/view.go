@@ -59,6 +59,17 @@ type JobView struct {
 	// restart), "tag" (restart=) or "default" (the site's).
 	RestartCost   time.Duration
 	RestartSource string
+	// SharesWith is the job it shares a GPU with now, as its pair
+	// (docs/space-sharing.md); PairAllocation is the time the allocation
+	// gives the pairs it belongs to, per type; Sharing says why it is
+	// never paired, under a packing policy.
+	SharesWith     string
+	PairAllocation map[string]float64
+	Sharing        string
+	// SharedRate is the job's rate while it shares its GPU with
+	// SharesWith, where the estimator knows it: measured by the
+	// collectors while the two ran together, else the table's.
+	SharedRate *Rate
 }
 
 // TypeView is one GPU type's line in status.
@@ -160,6 +171,29 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 				jv.StepsDone = done
 			}
 			jv.RestartCost, jv.RestartSource = c.restartCost(s), restartSource(s)
+			jv.SharesWith, jv.Sharing = s.partner, s.shareNote
+			if s.partner != "" {
+				jv.Reason += "; shares its GPU with " + s.partner
+				jv.SharedRate = c.sharedRate(s, j, now)
+			}
+			for _, k := range s.partners {
+				o := c.jobs[k]
+				if o == nil || c.mech == nil {
+					continue
+				}
+				key, ok := c.mech.PairOf(s.name, o.name)
+				if !ok {
+					continue
+				}
+				for t, f := range alloc[key] {
+					if f > 0 {
+						if jv.PairAllocation == nil {
+							jv.PairAllocation = map[string]float64{}
+						}
+						jv.PairAllocation[t] += f
+					}
+				}
+			}
 			c.summarize(summary, j, s, jv.Allocation)
 		case s.arrayHead:
 			// A job array's tasks not started: each one a job to the

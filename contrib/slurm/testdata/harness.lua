@@ -78,7 +78,7 @@ if mode == "tags" then
 			io.write("ok\t", hex(lib.format_tag(tag)), "\t", hex(tag.model or ""), "\t", num(tag.steps), "\t",
 				string.format("%.17g", tag.weight or 0), "\t", num(tag.slo), "\t", hex(tag.entity or ""), "\t",
 				tag.class or "", "\t", num(tag.grace), "\t", tag.preempt or "", "\t",
-				tag.mixed or "", "\t", num(tag.restart), "\n")
+				tag.mixed or "", "\t", num(tag.restart), "\t", tag.share or "", "\n")
 		else
 			io.write("err\t", hex(err), "\t", no_tag and "1" or "0", "\n")
 		end

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/estimate"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+)
+
+// Rates reported while two jobs share a GPU are the pair's: they replace
+// the table's pair rates once both members were measured, and they never
+// become either job's rate alone, while the progress they carry counts.
+func TestPairRatesAreMeasuredApartFromRatesAlone(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMeasured(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	a := sched.JobQuery{ID: "7", Model: "a3c", Scale: 1}
+	b := sched.JobQuery{ID: "8", Model: "ResNet-18 (batch size 32)", Scale: 1}
+	before := m.PairRates(a, b, []string{"v100"}, now)["v100"]
+	if before[0].Source != "table" || !(before[0].StepsPerSecond > 0) {
+		t.Fatalf("table pair rate: %+v", before)
+	}
+	_, alone := m.Rates(a, []string{"v100"}, now)
+
+	for i, rate := range []float64{3, 5} {
+		at := now.Add(time.Duration(i+1) * 30 * time.Second)
+		if err := m.Observe(estimate.Measurement{JobID: "7", Model: "a3c", Scale: 1, Type: "v100", StepsPerSecond: rate,
+			At: at, SinceStart: time.Hour, Steps: int64(100 * (i + 1)), Shared: true}); err != nil {
+			t.Fatal(err)
+		}
+		m.observePair("7", "8", "v100", rate)
+	}
+	if got := m.PairRates(a, b, []string{"v100"}, now)["v100"]; got[0].Source != "table" {
+		t.Fatalf("one member measured: %+v, want the table's until both are", got)
+	}
+	m.observePair("8", "7", "v100", 11)
+	got := m.PairRates(b, a, []string{"v100"}, now)["v100"]
+	if got[0].Source != "measured" || got[0].StepsPerSecond != 11 || got[1].StepsPerSecond != 4 {
+		t.Fatalf("measured pair rates (8 then 7): %+v", got)
+	}
+	if _, after := m.Rates(a, []string{"v100"}, now); after["v100"] != alone["v100"] {
+		t.Fatalf("rates while sharing changed the rate alone: %+v, was %+v", after["v100"], alone["v100"])
+	}
+	if done, ok := m.StepsDone(7); !ok || done != 200 {
+		t.Fatalf("progress while sharing: %d, %v", done, ok)
+	}
+	m.Forget("8")
+	if got := m.PairRates(a, b, []string{"v100"}, now)["v100"]; got[0].Source != "table" {
+		t.Fatalf("a forgotten job's pair rates remain: %+v", got)
+	}
+}
+
+func TestSharesWithNeedsOneGPU(t *testing.T) {
+	run := func(id bridge.JobID, node string, gpu int) bridge.Job {
+		return bridge.Job{ID: id, State: bridge.JobRunning, GPUs: 1, Shards: 2, RunningNodes: []string{node}, SharedGPUs: []int{gpu}}
+	}
+	snap := &bridge.Snapshot{Jobs: []bridge.Job{run(1, "v1", 0), run(2, "v1", 0), run(3, "v1", 1), run(4, "v2", 1)}}
+	for _, tc := range []struct {
+		job  bridge.Job
+		want string
+	}{{snap.Jobs[0], "2"}, {snap.Jobs[1], "1"}, {snap.Jobs[2], ""}, {snap.Jobs[3], ""}} {
+		if got, _ := sharesWith(snap, tc.job); got != tc.want {
+			t.Errorf("job %d shares with %q, want %q", tc.job.ID, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package sched
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+const (
+	a3cTag      = "gavel: model=a3c steps=100k"
+	resnet18Tag = `gavel: model="ResNet-18 (batch size 32)" steps=100k`
+	resnet50Tag = `gavel: model="ResNet-50 (batch size 64)" steps=100k`
+)
+
+func packedSettings() Settings {
+	set := settings()
+	set.Policy = "max_min_fairness_packed"
+	return set
+}
+
+// sharedNode is a node whose GPUs each offer shards.
+func sharedNode(name, typ string, gpus, shardsPerGPU int) bridge.Node {
+	n := node(name, typ, gpus, 0)
+	n.Shards = gpus * shardsPerGPU
+	return n
+}
+
+func TestPairsFormOnlyWhereTheyGainAndMayShare(t *testing.T) {
+	tests := map[string]struct {
+		set       func(*Settings)
+		shards    int // per GPU
+		tags      [2]string
+		partition string // of the second job; "" for gpu
+		wantPair  bool
+		wantNote  string // the second job's sharing note
+	}{
+		"gaining pair":                {shards: 2, tags: [2]string{a3cTag, resnet18Tag}, wantPair: true},
+		"pair that loses to turns":    {shards: 2, tags: [2]string{a3cTag, resnet50Tag}},
+		"share=no":                    {shards: 2, tags: [2]string{a3cTag, resnet18Tag + " share=no"}, wantNote: "share=no"},
+		"one shard per GPU":           {shards: 1, tags: [2]string{a3cTag, resnet18Tag}},
+		"no shards at all":            {shards: 0, tags: [2]string{a3cTag, resnet18Tag}},
+		"trial-and-error runs alone":  {shards: 2, tags: [2]string{a3cTag, resnet18Tag + " class=te"}, wantNote: "trial-and-error"},
+		"unpacked policy never pairs": {shards: 2, tags: [2]string{a3cTag, resnet18Tag}, set: func(s *Settings) { s.Policy = "max_min_fairness_perf" }},
+		"sharing off in the partition": {shards: 2, tags: [2]string{a3cTag, resnet18Tag},
+			set: func(s *Settings) { s.ShareOffPartitions = []string{"gpu"} }, wantNote: "sharing is off in partition gpu"},
+		"different partitions": {shards: 2, tags: [2]string{a3cTag, resnet18Tag}, partition: "gpu2"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			set := packedSettings()
+			set.Partitions = []string{"gpu", "gpu2"}
+			if tc.set != nil {
+				tc.set(&set)
+			}
+			c := newCore(t, set)
+			n := sharedNode("v1", "v100", 1, tc.shards)
+			n.Partitions = []string{"gpu", "gpu2"}
+			second := pending(2, tc.tags[1])
+			if tc.partition != "" {
+				second.Partition = tc.partition
+			}
+			res := step(c, snapshot(t, epoch, []bridge.Node{n}, pending(1, tc.tags[0]), second), epoch, c.Solve)
+			pairs := c.mech.Pairs()
+			if got := len(pairs) == 1; got != tc.wantPair {
+				t.Fatalf("pairs %+v, want a pair: %v", pairs, tc.wantPair)
+			}
+			note := viewOf(t, res.View, 2).Sharing
+			if tc.wantNote == "" && note != "" || !strings.Contains(note, tc.wantNote) {
+				t.Errorf("sharing note %q, want %q", note, tc.wantNote)
+			}
+		})
+	}
+}
+
+// A pair chosen for a round asks for half a GPU's shards each on one node
+// that shares GPUs; once both run on that GPU the rounds keep them there
+// as one pair; when one ends, the other goes back to a whole GPU.
+func TestPairLifecycle(t *testing.T) {
+	c := newCore(t, packedSettings())
+	nodes := []bridge.Node{node("v0", "v100", 1, 1), sharedNode("v1", "v100", 1, 4)}
+	blocker := running(9, "just a comment", "v0", "v100", 0) // unmanaged: v0 is busy
+	a, b := pending(1, a3cTag), pending(2, resnet18Tag)
+	res := step(c, snapshot(t, epoch, nodes, blocker, a, b), epoch, c.Solve)
+	for _, id := range []bridge.JobID{1, 2} {
+		if got := actionsOf(res.Actions, id); got != "set-share:2@v1:v100,set-priority" {
+			t.Fatalf("job %d: actions %q", id, got)
+		}
+	}
+
+	// Both run on GPU 0 of v1: one pair holding one GPU, nothing to send.
+	now := epoch.Add(20 * time.Second)
+	nodes[1].GPUsUsed = 1
+	nodes[1].ShardUse = []bridge.GPUShards{{Used: 4, Total: 4}}
+	ra, rb := running(1, a3cTag, "v1", "v100", 0), running(2, resnet18Tag, "v1", "v100", 0)
+	for _, j := range []*bridge.Job{&ra, &rb} {
+		j.Shards, j.SharedGPUs, j.RequiredNodes, j.Constraints = 2, []int{0}, "v1", "v100"
+		j.StartTime = epoch.Add(5 * time.Second)
+	}
+	res = step(c, snapshot(t, now, nodes, blocker, ra, rb), now, c.Solve)
+	if len(res.Actions) != 0 {
+		t.Fatalf("a running pair got actions: %v", describeActions(res.Actions))
+	}
+	v := viewOf(t, res.View, 1)
+	if v.SharesWith != "2" || !strings.Contains(v.Reason, "shares its GPU with 2") || v.PairAllocation["v100"] <= 0 {
+		t.Fatalf("view of a pair member: shares with %q, reason %q, pair allocation %v", v.SharesWith, v.Reason, v.PairAllocation)
+	}
+	if got := c.mech.Pairs(); len(got) != 1 {
+		t.Fatalf("pairs %+v", got)
+	}
+
+	// Job 1 ended; job 2 was requeued and waits with the daemon's shard
+	// request: alone now, it asks for a whole GPU on any node again.
+	now = now.Add(20 * time.Second)
+	nodes[1].GPUsUsed, nodes[1].ShardUse = 0, []bridge.GPUShards{{Total: 4}}
+	pb := pending(2, resnet18Tag)
+	pb.Shards, pb.RequiredNodes, pb.Constraints, pb.Restarts = 2, "v1", "v100", 1
+	done := ra
+	done.State = bridge.JobCompleted
+	res = step(c, snapshot(t, now, nodes, blocker, done, pb), now, c.Solve)
+	if got := actionsOf(res.Actions, 2); !strings.HasPrefix(got, "set-share:0@:v100,") {
+		t.Fatalf("job 2 alone: actions %q", got)
+	}
+	if c.jobs[keyOf(2)].shareSet {
+		t.Fatal("the daemon's shard request is still taken to stand")
+	}
+}
+
+// A user's own shard request is neither paired nor rewritten.
+func TestUsersOwnShardRequestIsLeftAlone(t *testing.T) {
+	c := newCore(t, packedSettings())
+	nodes := []bridge.Node{sharedNode("v1", "v100", 2, 2)}
+	own := pending(1, a3cTag)
+	own.Shards = 1
+	res := step(c, snapshot(t, epoch, nodes, own, pending(2, resnet18Tag)), epoch, c.Solve)
+	if len(c.mech.Pairs()) != 0 {
+		t.Fatalf("a user's shard job was paired: %+v", c.mech.Pairs())
+	}
+	if got := actionsOf(res.Actions, 1); strings.Contains(got, "set-share") {
+		t.Fatalf("a user's shard request was rewritten: %q", got)
+	}
+	if note := viewOf(t, res.View, 1).Sharing; !strings.Contains(note, "asks for GPU shards itself") {
+		t.Fatalf("sharing note %q", note)
+	}
+}
+
+// Two pairs never get the same node: with one_sharing a node shares one
+// GPU at a time, so the second pair waits, held, saying why.
+func TestOnePairPerNode(t *testing.T) {
+	c := newCore(t, packedSettings())
+	nodes := []bridge.Node{sharedNode("v1", "v100", 2, 2)}
+	jobs := []bridge.Job{pending(1, a3cTag), pending(2, resnet18Tag), pending(3, a3cTag), pending(4, resnet18Tag)}
+	res := step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
+	shared, held := 0, 0
+	for id := bridge.JobID(1); id <= 4; id++ {
+		got := actionsOf(res.Actions, id)
+		switch {
+		case strings.HasPrefix(got, "set-share:1@v1"):
+			shared++
+		case got == "hold":
+			held++
+			if r := c.jobs[keyOf(id)].reason; !strings.Contains(r, "every node sharing GPUs already holds one") {
+				t.Errorf("job %d held: %q", id, r)
+			}
+		}
+	}
+	if shared != 2 || held != 2 {
+		t.Fatalf("%d jobs sent to share v1's GPU and %d held, want one pair of each: %s", shared, held, describeActions(res.Actions))
+	}
+}
