@@ -142,6 +142,10 @@ const (
 	ActSetShare ActionKind = "set-share"
 )
 
+// Kinds lists every action kind, for the code that must handle each.
+var Kinds = []ActionKind{ActSetPriority, ActHold, ActRelease, ActSetConstraints, ActSetShape, ActSetArrayLimit,
+	ActBeginNow, ActSignal, ActRequeue, ActRequeueHold, ActSetShare}
+
 // Action is one change to one job. It is a plain comparable value so that it
 // can be journaled, compared with the last one sent and replayed.
 type Action struct {

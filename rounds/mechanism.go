@@ -384,6 +384,38 @@ func (m *Mechanism) Pairs() []Pair {
 	return out
 }
 
+// SetPairThroughputs replaces a registered pair's rates while sharing
+// (new estimates). Like SetThroughputs it notes no event.
+func (m *Mechanism) SetPairThroughputs(key string, throughputs map[string][2]float64) error {
+	c, ok := m.index[key]
+	if !ok || !m.combos[c].isPair() {
+		return fmt.Errorf("rounds: unknown pair %q", key)
+	}
+	for t, v := range throughputs {
+		for _, x := range v {
+			if err := checkThroughput("pair "+key, t, x); err != nil {
+				return err
+			}
+		}
+	}
+	m.combos[c].pair = maps.Clone(throughputs)
+	m.refreshUsable(c)
+	return nil
+}
+
+// RemovePair forgets a registered pair whose members stay (it no longer
+// gains from sharing). Its time received stays counted in its types'
+// totals, as a removed job's does; the allocation's row for it, until the
+// next one, is ignored.
+func (m *Mechanism) RemovePair(key string) error {
+	c, ok := m.index[key]
+	if !ok || !m.combos[c].isPair() {
+		return fmt.Errorf("rounds: unknown pair %q", key)
+	}
+	m.release(c)
+	return nil
+}
+
 // SetThroughputs replaces a job's per-type throughputs (new estimates).
 // It does not note an event; call NoteEvent(EventThroughputChange) when the
 // allocation should follow.

@@ -81,6 +81,21 @@ func TestPairLookupFollowsRemovals(t *testing.T) {
 	if got := m.Pairs(); len(got) != 2 || got[1].Key() != "c+b" || got[1].Throughputs["v100"] != [2]float64{0.7, 0.6} {
 		t.Fatalf("Pairs = %+v", got)
 	}
+	if err := m.SetPairThroughputs("a+b", map[string][2]float64{"v100": {0.2, 0.3}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Pairs(); got[0].Throughputs["v100"] != [2]float64{0.2, 0.3} {
+		t.Fatalf("pair rates not replaced: %+v", got[0])
+	}
+	if err := m.SetPairThroughputs("b+a", nil); err == nil {
+		t.Fatal("rates set on a pair named in the wrong order")
+	}
+	if err := m.RemovePair("c+b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.PairOf("b", "c"); ok || len(m.Pairs()) != 1 || m.Len() != 3 {
+		t.Fatalf("after RemovePair: pairs %+v, %d combinations", m.Pairs(), m.Len())
+	}
 	if err := m.RemoveJob("b", 1); err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ releases=(${SLURM_RELEASES:-24.11 26.05})
   exit 2
 }
 packages=${INTEGRATION_PACKAGES:-./...}
+# The tests that need GPU shards (docs/space-sharing.md).
+share_tests='^(TestIntegrationSharedPairRunsOnOneGPU|TestIntegrationShardPlacementNeedsOneSharing|TestPackedPolicyRunsAPairOnOneGPU)$'
+
 env_file=.local/slurm/env
 logs=$(mktemp -d)
 
@@ -107,6 +110,30 @@ for i in "${!releases[@]}"; do
     go test -count=1 -p 1 -timeout 40m -tags integration $packages
   ) 2>&1 | tee "$logs/$release.log"
   rc=${PIPESTATUS[0]}
+
+  # GPU sharing needs shard lines in slurm.conf and gres.conf, which the
+  # other tests do not expect: the same release again with shards on the
+  # v100 and p100 nodes, for the tests of space sharing only (they skip
+  # without it). Narrowed runs (INTEGRATION_PACKAGES) leave it out unless
+  # SHARE_TESTS=1.
+  if [ "$rc" = 0 ] && { [ -z "${INTEGRATION_PACKAGES:-}" ] || [ "${SHARE_TESTS:-}" = 1 ]; }; then
+    echo "integration: Slurm $release again with GPU shards, for the space-sharing tests"
+    if ! SLURM_GPU_SHARDS="v100:2 p100:2" SLURM_RELEASE=$release bash scripts/slurm-up.sh; then
+      echo "integration: could not bring Slurm $release up with GPU shards" >&2
+      rc=1
+    else
+      (
+        set -a
+        # shellcheck source=/dev/null
+        source "$env_file"
+        set +a
+        go test -count=1 -p 1 -timeout 20m -tags integration -run "$share_tests" ./bridge/rest/ ./internal/daemon/
+      ) 2>&1 | tee -a "$logs/$release.log"
+      rc=${PIPESTATUS[0]}
+      # Back to the usual configuration for whatever runs next.
+      SLURM_RELEASE=$release bash scripts/slurm-up.sh >/dev/null || echo "integration: could not bring Slurm $release back without shards" >&2
+    fi
+  fi
   test_s[$release]=$((SECONDS - t1))
   if [ "$rc" = 0 ]; then
     result[$release]=ok

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,10 +40,12 @@ import (
 // bulkOrder is the order in which ApplyBatch sends the kinds of a batch:
 // holds first, so that a job that must wait is stopped before others are
 // made startable, and releases and begin-now last, after the changes a
-// released job must start with.
+// released job must start with. Every kind must be here
+// (TestBulkOrderHasEveryKind): a kind left out would be reported sent
+// without being sent.
 var bulkOrder = []bridge.ActionKind{
 	bridge.ActHold, bridge.ActSignal, bridge.ActRequeue, bridge.ActRequeueHold,
-	bridge.ActSetConstraints, bridge.ActSetShape, bridge.ActSetArrayLimit, bridge.ActSetPriority,
+	bridge.ActSetConstraints, bridge.ActSetShape, bridge.ActSetShare, bridge.ActSetArrayLimit, bridge.ActSetPriority,
 	bridge.ActRelease, bridge.ActBeginNow,
 }
 
@@ -87,6 +90,15 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		if req = validRun(actions, req, errs); len(req) > 0 {
 			kind := actions[req[0]].Kind
 			byKind[kind] = append(byKind[kind], req)
+		}
+	}
+	for kind, reqs := range byKind {
+		if !slices.Contains(bulkOrder, kind) {
+			for _, req := range reqs {
+				for _, i := range req {
+					errs[i] = fmt.Errorf("%s: not sent: no batch step carries %s", actions[i], kind)
+				}
+			}
 		}
 	}
 	for _, kind := range bulkOrder {

@@ -291,3 +291,42 @@ func TestUpdatesOfOneJobShareOneRequest(t *testing.T) {
 		}
 	})
 }
+
+// Every kind of action has its step in a batch, and a pending job made a
+// pair's member is released only after its shard request went out.
+func TestBulkOrderHasEveryKind(t *testing.T) {
+	for _, k := range bridge.Kinds {
+		if !slices.Contains(bulkOrder, k) {
+			t.Errorf("%s has no step in ApplyBatch", k)
+		}
+	}
+	if slices.Index(bulkOrder, bridge.ActSetShare) > slices.Index(bulkOrder, bridge.ActRelease) {
+		t.Error("set-share is sent after release: the job could start on a whole GPU")
+	}
+}
+
+func TestApplyBatchSendsShareBeforeRelease(t *testing.T) {
+	var runs []string
+	f := &fakeRestd{t: t}
+	c, _ := newTestClient(t, f, func(cfg *Config) {
+		cfg.Run = func(_ context.Context, _ string, args ...string) ([]byte, error) {
+			runs = append(runs, strings.Join(args, " "))
+			return nil, nil
+		}
+	})
+	actions := []bridge.Action{
+		{Kind: bridge.ActSetShare, Job: 7, Shards: 1, Node: "v100-1", Constraints: "v100"}, {Kind: bridge.ActRelease, Job: 7},
+	}
+	for k, err := range c.ApplyBatch(context.Background(), actions) {
+		if err != nil {
+			t.Errorf("%s: %v", actions[k], err)
+		}
+	}
+	requests := f.seen()
+	if len(requests) == 0 || !strings.Contains(requests[len(requests)-1], "/job/7") {
+		t.Fatalf("no slurmrestd update of job 7 for its share: %q", requests)
+	}
+	if !slices.Equal(runs, []string{"release 7"}) {
+		t.Fatalf("scontrol ran %q, want the release after the share", runs)
+	}
+}

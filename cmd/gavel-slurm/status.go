@@ -177,7 +177,7 @@ func renderStatus(w io.Writer, st api.Status) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			orDash(j.JobID), orDash(j.User), orDash(model), j.GPUs, orDash(j.GPUType),
-			formatShares(j.Allocation), formatReceived(j.Received), orDash(j.State), orDash(j.Preempt), orDash(reason))
+			formatAllocation(j), formatReceived(j.Received), orDash(j.State), orDash(j.Preempt), orDash(reason))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -337,6 +337,19 @@ func formatShares(m map[string]float64) string {
 		return "-"
 	}
 	return strings.Join(parts, ",")
+}
+
+// formatAllocation prints a job's share of time alone and, under a
+// packing policy, in pairs: "v100:0.44 pair v100:0.56".
+func formatAllocation(j api.JobStatus) string {
+	alone, pair := formatShares(j.Allocation), formatShares(j.PairAllocation)
+	switch {
+	case pair == "-":
+		return alone
+	case alone == "-":
+		return "pair " + pair
+	}
+	return alone + " pair " + pair
 }
 
 // formatReceived prints {type: seconds} as "k80:1m0s,v100:5m0s".

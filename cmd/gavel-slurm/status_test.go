@@ -303,3 +303,20 @@ func TestStatusSaysWhenTheStandInAllocationIsInUse(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatAllocationShowsPairs(t *testing.T) {
+	cases := []struct {
+		alone, pair map[string]float64
+		want        string
+	}{
+		{map[string]float64{"v100": 0.44}, nil, "v100:0.44"},
+		{nil, map[string]float64{"v100": 0.56}, "pair v100:0.56"},
+		{map[string]float64{"v100": 0.44}, map[string]float64{"v100": 0.56}, "v100:0.44 pair v100:0.56"},
+		{nil, nil, "-"},
+	}
+	for _, c := range cases {
+		if got := formatAllocation(api.JobStatus{Allocation: c.alone, PairAllocation: c.pair}); got != c.want {
+			t.Errorf("alone %v, pair %v: %q, want %q", c.alone, c.pair, got, c.want)
+		}
+	}
+}

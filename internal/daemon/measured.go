@@ -179,25 +179,36 @@ func (m *Measured) observePair(job, partner, gpuType string, rate float64) {
 
 var _ sched.PairEstimator = (*Measured)(nil)
 
-// PairRates implements sched.PairEstimator: the rates measured while the
-// two jobs shared a GPU, on the types where both were measured, else the
-// reference table's.
+// PairRates implements sched.PairEstimator: on the types where both jobs
+// were measured while they shared a GPU, each one's mean rate then over
+// its rate alone as estimated now; elsewhere the reference table's.
 func (m *Measured) PairRates(a, b sched.JobQuery, types []string, now time.Time) map[string][2]sched.Rate {
 	out := m.table.PairRates(a, b, types, now)
 	m.pairMu.Lock()
-	defer m.pairMu.Unlock()
+	measured := map[string][2]float64{}
 	for _, t := range types {
 		k := pairKey{min(a.ID, b.ID), max(a.ID, b.ID), t}
-		ra, rb := m.pairs[k][a.ID], m.pairs[k][b.ID]
-		if ra == nil || rb == nil {
+		if ra, rb := m.pairs[k][a.ID], m.pairs[k][b.ID]; ra != nil && rb != nil {
+			measured[t] = [2]float64{ra.sum / float64(ra.n), rb.sum / float64(rb.n)}
+		}
+	}
+	m.pairMu.Unlock()
+	if len(measured) == 0 {
+		return out
+	}
+	_, aloneA := m.Rates(a, types, now)
+	_, aloneB := m.Rates(b, types, now)
+	for t, r := range measured {
+		ia, ib := aloneA[t].StepsPerSecond, aloneB[t].StepsPerSecond
+		if !(ia > 0 && ib > 0) {
 			continue
 		}
 		if out == nil {
 			out = map[string][2]sched.Rate{}
 		}
-		detail := fmt.Sprintf("measured while %s and %s shared a %s", a.ID, b.ID, t)
-		out[t] = [2]sched.Rate{{StepsPerSecond: ra.sum / float64(ra.n), Source: "measured", Detail: detail},
-			{StepsPerSecond: rb.sum / float64(rb.n), Source: "measured", Detail: detail}}
+		detail := fmt.Sprintf("measured while %s and %s shared a %s: %.4g and %.4g steps/s", a.ID, b.ID, t, r[0], r[1])
+		out[t] = [2]sched.Rate{{StepsPerSecond: r[0] / ia, Source: "measured", Detail: detail},
+			{StepsPerSecond: r[1] / ib, Source: "measured", Detail: detail}}
 	}
 	return out
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
-// Rates reported while two jobs share a GPU are the pair's: they replace
-// the table's pair rates once both members were measured, and they never
+// Rates reported while two jobs share a GPU are the pair's: as fractions
+// of each job's rate alone, they replace the table's once both members
+// were measured, and they never
 // become either job's rate alone, while the progress they carry counts.
 func TestPairRatesAreMeasuredApartFromRatesAlone(t *testing.T) {
 	table, err := throughputs.Reference()
@@ -44,8 +45,11 @@ func TestPairRatesAreMeasuredApartFromRatesAlone(t *testing.T) {
 	}
 	m.observePair("8", "7", "v100", 11)
 	got := m.PairRates(b, a, []string{"v100"}, now)["v100"]
-	if got[0].Source != "measured" || got[0].StepsPerSecond != 11 || got[1].StepsPerSecond != 4 {
-		t.Fatalf("measured pair rates (8 then 7): %+v", got)
+	_, aloneB := m.Rates(b, []string{"v100"}, now)
+	// Each member's mean rate while sharing over its rate alone.
+	if got[0].Source != "measured" || got[0].StepsPerSecond != 11/aloneB["v100"].StepsPerSecond ||
+		got[1].StepsPerSecond != 4/alone["v100"].StepsPerSecond {
+		t.Fatalf("measured pair rates (8 then 7): %+v; alone %v and %v", got, aloneB["v100"], alone["v100"])
 	}
 	if _, after := m.Rates(a, []string{"v100"}, now); after["v100"] != alone["v100"] {
 		t.Fatalf("rates while sharing changed the rate alone: %+v, was %+v", after["v100"], alone["v100"])

@@ -162,14 +162,7 @@ func (c *Core) running(snap *bridge.Snapshot, now time.Time) []rounds.Assignment
 	defer func() {
 		for _, i := range pairAt {
 			if a := out[i]; len(a.Jobs) == 2 {
-				byName := func(name string) *jobState {
-					id, err := bridge.ParseJobID(name)
-					if err != nil {
-						return nil
-					}
-					return c.jobs[keyOf(id)]
-				}
-				if x, y := byName(a.Jobs[0]), byName(a.Jobs[1]); x != nil && y != nil {
+				if x, y := c.byNameKey(a.Jobs[0]), c.byNameKey(a.Jobs[1]); x != nil && y != nil {
 					x.partner, y.partner = y.name, x.name
 				}
 			}

@@ -100,6 +100,9 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 		}
 		js.throughputs, js.source, changed = rates, source, true
 	}
+	if c.refreshPairs(now) {
+		changed = true
+	}
 	if changed {
 		c.mech.NoteEvent(rounds.EventThroughputChange)
 	}

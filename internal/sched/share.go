@@ -26,17 +26,22 @@ import (
 // the first partners that gain are kept.
 const maxPartners = 16
 
-// PairEstimator is an Estimator that knows the rates of two jobs sharing
-// a GPU.
+// PairEstimator is an Estimator that knows how two jobs do while they
+// share a GPU.
 type PairEstimator interface {
 	// PairRates returns, for each of types where the estimator knows it,
-	// the rates of a and b while they share one GPU of that type.
+	// the rates of a and b while they share one GPU of that type, each as
+	// a fraction of the job's rate alone on that type. Fractions rather
+	// than rates let a pair's figures come from one source (the table's
+	// co-located entries, say) and each job's rate alone from another
+	// (its measurements) without mixing their scales.
 	PairRates(a, b JobQuery, types []string, now time.Time) map[string][2]Rate
 }
 
-// PairRates implements PairEstimator from the table's co-located entries
-// (single-GPU jobs only: the table pairs equal scale factors, and Slurm
-// takes a job's shards from one GPU).
+// PairRates implements PairEstimator from the table's co-located entries,
+// each over the table's rate of the model alone (single-GPU jobs only:
+// the table pairs equal scale factors, and Slurm takes a job's shards
+// from one GPU).
 func (e TableEstimator) PairRates(a, b JobQuery, types []string, _ time.Time) map[string][2]Rate {
 	if a.Scale != 1 || b.Scale != 1 {
 		return nil
@@ -47,8 +52,18 @@ func (e TableEstimator) PairRates(a, b JobQuery, types []string, _ time.Time) ma
 	if !okA || !okB {
 		return nil
 	}
+	aloneA, okA := e.Table.IsolatedRates(ma, 1)
+	aloneB, okB := e.Table.IsolatedRates(mb, 1)
+	if !okA || !okB {
+		return nil
+	}
+	tableTypes := e.Table.Types()
 	out := map[string][2]Rate{}
 	for _, t := range types {
+		i := indexOf(tableTypes, t)
+		if i < 0 || !(aloneA[i] > 0) || !(aloneB[i] > 0) {
+			continue
+		}
 		ra, rb, ok := e.Table.Pair(ma, mb, 1, t)
 		if !ok {
 			rb, ra, ok = e.Table.Pair(mb, ma, 1, t)
@@ -57,7 +72,8 @@ func (e TableEstimator) PairRates(a, b JobQuery, types []string, _ time.Time) ma
 			continue
 		}
 		detail := fmt.Sprintf("reference table: %s with %s", ma, mb)
-		out[t] = [2]Rate{{StepsPerSecond: ra, Source: "table", Detail: detail}, {StepsPerSecond: rb, Source: "table", Detail: detail}}
+		out[t] = [2]Rate{{StepsPerSecond: ra / aloneA[i], Source: "table", Detail: detail},
+			{StepsPerSecond: rb / aloneB[i], Source: "table", Detail: detail}}
 	}
 	return out
 }
@@ -187,25 +203,65 @@ func (c *Core) forgetPartners(js *jobState) {
 }
 
 // pairGain is the pair's rates on the types where sharing one GPU does
-// more of both jobs' work than taking turns on it (nil when none).
+// more of both jobs' work than taking turns on it (nil when none): each
+// member's fraction of its rate alone while sharing, times its rate alone
+// as the core knows it.
 func (c *Core) pairGain(pe PairEstimator, a, b *jobState, types []string, now time.Time) map[string][2]float64 {
 	known := pe.PairRates(JobQuery{ID: a.name, Model: a.tag.Model, Scale: 1}, JobQuery{ID: b.name, Model: b.tag.Model, Scale: 1}, types, now)
 	var out map[string][2]float64
 	for t, r := range known {
 		alone := [2]float64{a.throughputs[t], b.throughputs[t]}
-		pair := [2]float64{r[0].StepsPerSecond, r[1].StepsPerSecond}
-		if !(alone[0] > 0 && alone[1] > 0 && pair[0] > 0 && pair[1] > 0) {
-			continue
-		}
-		if pair[0]/alone[0]+pair[1]/alone[1] <= 1 {
+		frac := [2]float64{r[0].StepsPerSecond, r[1].StepsPerSecond}
+		if !(alone[0] > 0 && alone[1] > 0 && frac[0] > 0 && frac[1] > 0) || frac[0]+frac[1] <= 1 {
 			continue
 		}
 		if out == nil {
 			out = map[string][2]float64{}
 		}
-		out[t] = pair
+		out[t] = [2]float64{frac[0] * alone[0], frac[1] * alone[1]}
 	}
 	return out
+}
+
+// refreshPairs recomputes the rates of every registered pair from the
+// members' rates alone and the estimator's pair figures, after either
+// changed (new measurements), and drops the pairs that no longer gain,
+// measured to lose for instance. It reports whether anything changed.
+func (c *Core) refreshPairs(now time.Time) bool {
+	pe, ok := c.est.(PairEstimator)
+	if !ok || !c.packs() {
+		return false
+	}
+	types := slices.Sorted(maps.Keys(c.share.types))
+	changed := false
+	for _, pr := range c.mech.Pairs() {
+		a, b := c.byNameKey(pr.Jobs[0]), c.byNameKey(pr.Jobs[1])
+		if a == nil || b == nil {
+			continue
+		}
+		rates := c.pairGain(pe, a, b, types, now)
+		switch {
+		case rates == nil:
+			c.mech.RemovePair(pr.Key()) //nolint:errcheck // listed by the mechanism
+			a.partners = slices.DeleteFunc(slices.Clone(a.partners), func(k jobKey) bool { return k == b.key })
+			b.partners = slices.DeleteFunc(slices.Clone(b.partners), func(k jobKey) bool { return k == a.key })
+			changed = true
+		case !maps.Equal(rates, pr.Throughputs):
+			if c.mech.SetPairThroughputs(pr.Key(), rates) == nil {
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// byNameKey is the tracked job the rounds name name (nil when none).
+func (c *Core) byNameKey(name string) *jobState {
+	id, err := bridge.ParseJobID(name)
+	if err != nil {
+		return nil
+	}
+	return c.jobs[keyOf(id)]
 }
 
 // runningPairs maps each managed job that runs on a GPU it shares with
@@ -367,18 +423,17 @@ func (c *Core) sharedRate(js *jobState, j bridge.Job, now time.Time) *Rate {
 	if !ok {
 		return nil
 	}
-	id, err := bridge.ParseJobID(js.partner)
-	if err != nil {
-		return nil
-	}
-	o := c.jobs[keyOf(id)]
+	o := c.byNameKey(js.partner)
 	if o == nil {
 		return nil
 	}
+	t := j.RunningGPUType
 	r, ok := pe.PairRates(JobQuery{ID: js.name, Model: js.tag.Model, Scale: 1}, JobQuery{ID: o.name, Model: o.tag.Model, Scale: 1},
-		[]string{j.RunningGPUType}, now)[j.RunningGPUType]
+		[]string{t}, now)[t]
 	if !ok {
 		return nil
 	}
-	return &r[0]
+	rate := r[0]
+	rate.StepsPerSecond *= js.throughputs[t]
+	return &rate
 }

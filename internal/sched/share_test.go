@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
 const (
@@ -167,5 +168,98 @@ func TestOnePairPerNode(t *testing.T) {
 	}
 	if shared != 2 || held != 2 {
 		t.Fatalf("%d jobs sent to share v1's GPU and %d held, want one pair of each: %s", shared, held, describeActions(res.Actions))
+	}
+}
+
+// flatRates is the table's estimator with every job measured at 50
+// steps/s alone, whatever its model (as the fake jobs of the integration
+// tests report).
+type flatRates struct{ TableEstimator }
+
+func (f flatRates) Rates(job JobQuery, types []string, now time.Time) (string, map[string]Rate) {
+	name, per := f.TableEstimator.Rates(job, types, now)
+	for t := range per {
+		per[t] = Rate{StepsPerSecond: 50, Source: "measured"}
+	}
+	return name, per
+}
+
+// The table's pair figures are slowdowns: a job whose rate alone is
+// measured on another scale than the table's keeps the table's gain from
+// sharing, at its own scale.
+func TestTablePairsScaleToMeasuredRates(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewCore(packedSettings(), flatRates{TableEstimator{Table: table}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(c, snapshot(t, epoch, []bridge.Node{sharedNode("v1", "v100", 1, 2)}, pending(1, a3cTag), pending(2, resnet18Tag)), epoch, c.Solve)
+	pairs := c.mech.Pairs()
+	if len(pairs) != 1 {
+		t.Fatalf("pairs %+v", pairs)
+	}
+	frac := TableEstimator{Table: table}.PairRates(JobQuery{Model: "a3c", Scale: 1}, JobQuery{Model: "ResNet-18 (batch size 32)", Scale: 1}, []string{"v100"}, epoch)["v100"]
+	got := pairs[0].Throughputs["v100"]
+	if got[0] != 50*frac[0].StepsPerSecond || got[1] != 50*frac[1].StepsPerSecond || frac[0].StepsPerSecond+frac[1].StepsPerSecond <= 1 {
+		t.Fatalf("pair rates %v, table fractions %+v", got, frac)
+	}
+}
+
+// learning is an estimator whose pair figures change, as measurements
+// while two jobs share a GPU replace the table's.
+type learning struct {
+	TableEstimator
+	version uint64
+	frac    *[2]float64 // nil: the table's
+}
+
+func (l *learning) Version() uint64 { return l.version }
+
+func (l *learning) PairRates(a, b JobQuery, types []string, now time.Time) map[string][2]Rate {
+	if l.frac == nil {
+		return l.TableEstimator.PairRates(a, b, types, now)
+	}
+	out := map[string][2]Rate{}
+	for _, t := range types {
+		out[t] = [2]Rate{{StepsPerSecond: l.frac[0], Source: "measured"}, {StepsPerSecond: l.frac[1], Source: "measured"}}
+	}
+	return out
+}
+
+// Pairs follow what is learned: new figures replace a pair's rates, and a
+// pair measured to lose to taking turns is dropped, its members staying.
+func TestPairsFollowMeasurements(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := &learning{TableEstimator: TableEstimator{Table: table}}
+	c, err := NewCore(packedSettings(), est)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []bridge.Node{sharedNode("v1", "v100", 1, 2)}
+	jobs := []bridge.Job{pending(1, a3cTag), pending(2, resnet18Tag)}
+	step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
+	if len(c.mech.Pairs()) != 1 {
+		t.Fatalf("pairs %+v", c.mech.Pairs())
+	}
+	alone := [2]float64{c.jobs[keyOf(1)].throughputs["v100"], c.jobs[keyOf(2)].throughputs["v100"]}
+
+	est.version, est.frac = 1, &[2]float64{0.7, 0.6}
+	now := epoch.Add(20 * time.Second)
+	step(c, snapshot(t, now, nodes, jobs...), now, c.Solve)
+	if got := c.mech.Pairs(); len(got) != 1 || got[0].Throughputs["v100"] != [2]float64{0.7 * alone[0], 0.6 * alone[1]} {
+		t.Fatalf("pair rates after new figures: %+v, alone %v", got, alone)
+	}
+
+	est.version, est.frac = 2, &[2]float64{0.5, 0.4}
+	now = now.Add(20 * time.Second)
+	step(c, snapshot(t, now, nodes, jobs...), now, c.Solve)
+	if got := c.mech.Pairs(); len(got) != 0 || len(c.jobs[keyOf(1)].partners) != 0 || c.mech.Len() != 2 {
+		t.Fatalf("a pair measured to lose stays: %+v (partners %v, %d jobs)", got, c.jobs[keyOf(1)].partners, c.mech.Len())
 	}
 }

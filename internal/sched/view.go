@@ -174,7 +174,9 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 			jv.SharesWith, jv.Sharing = s.partner, s.shareNote
 			if s.partner != "" {
 				jv.Reason += "; shares its GPU with " + s.partner
-				jv.SharedRate = c.sharedRate(s, j, now)
+				if jv.SharedRate = c.sharedRate(s, j, now); jv.SharedRate != nil {
+					jv.Reason += fmt.Sprintf(" (%.4g steps/s, %s)", jv.SharedRate.StepsPerSecond, jv.SharedRate.Source)
+				}
 			}
 			for _, k := range s.partners {
 				o := c.jobs[k]
