@@ -13,13 +13,16 @@ import (
 //     given until it leaves the problem. New jobs all go to the
 //     alphabetically last GPU type that had a free GPU when the call
 //     started, even beyond that type's capacity, so the allocation may
-//     oversubscribe a type: the round mechanism then runs, in order, as
-//     many of those jobs as fit, and the rest wait for that type. This
-//     deliberately reproduces the behaviour of Gavel's reference FIFO (its
-//     random type choice is drawn but never used), because the paper's fifo
-//     results come from it; a job is only skipped for a type on which it
-//     cannot run at all. NewRandomTypeFIFO gives the evidently intended
-//     variant, a uniformly random type among those with room.
+//     oversubscribe a type: the round mechanism then shares that type
+//     among them by its priorities. This deliberately reproduces the
+//     behaviour of Gavel's reference FIFO (its random type choice is drawn
+//     but never used), because the paper's fifo results come from it; a
+//     job is only skipped for a type on which it cannot run at all.
+//     Options.FIFOReplace first hands the types of jobs that left to the
+//     head of the queue, and Options.FIFODropDraws changes the type as the
+//     reference's list of types with room shrinks, both as the reference
+//     does. NewRandomTypeFIFO gives the evidently intended variant, a
+//     uniformly random type among those with room.
 //   - fifo_perf recomputes the placement at every call: in arrival order
 //     each job takes the type with free room where its throughput is
 //     highest. Because earlier jobs choose first, a running job only moves
@@ -58,15 +61,32 @@ type fifoPolicy struct {
 	mode fifoMode
 	rng  *rand.Rand
 	// placed holds the sticky type of each job (agnostic modes only).
-	placed map[string]string
+	placed map[string]fifoPlacement
+	// seq numbers placements, so that jobs of equal arrival keep the order
+	// in which they were placed.
+	seq uint64
 	// blocking and zeroRates are Options.FIFOBlocking and
-	// Options.FIFOZeroRates.
-	blocking, zeroRates bool
+	// Options.FIFOZeroRates; replace and drops are Options.FIFOReplace and
+	// Options.FIFODropDraws (the agnostic fifo only).
+	blocking, zeroRates, replace bool
+	drops                        Draws
+}
+
+// fifoPlacement is a job's sticky type, with what orders the placements
+// as the reference walks them (by job id, that is by arrival).
+type fifoPlacement struct {
+	typ     string
+	arrival float64
+	seq     uint64
 }
 
 func newFIFO(name string, mode fifoMode, o Options) *fifoPolicy {
-	return &fifoPolicy{name: name, mode: mode, rng: rand.New(rand.NewSource(o.Seed)), placed: map[string]string{},
+	f := &fifoPolicy{name: name, mode: mode, rng: rand.New(rand.NewSource(o.Seed)), placed: map[string]fifoPlacement{},
 		blocking: o.FIFOBlocking, zeroRates: o.FIFOBlocking && o.FIFOZeroRates}
+	if mode == fifoQuirk {
+		f.replace, f.drops = o.FIFOReplace, o.FIFODropDraws
+	}
+	return f
 }
 
 // NewRandomTypeFIFO returns a heterogeneity-agnostic FIFO that gives each
@@ -96,25 +116,21 @@ func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 	placement := make([]string, len(p.Jobs)) // "" = waiting
 
 	switch f.mode {
-	case fifoQuirk, fifoRandom:
+	case fifoQuirk:
+		f.pileUp(p, order, free, placement, fits)
+	case fifoRandom:
 		present := make(map[string]int, len(p.Jobs))
 		for i := range p.Jobs {
 			present[p.Jobs[i].ID] = i
 		}
-		for id, t := range f.placed {
+		for id, pl := range f.placed {
 			i, ok := present[id]
-			if !ok || !fits(&p.Jobs[i], t) {
+			if !ok || !fits(&p.Jobs[i], pl.typ) {
 				delete(f.placed, id)
 				continue
 			}
-			placement[i] = t
-			free[t] -= jobScale(&p.Jobs[i])
-		}
-		target := ""
-		for _, t := range types {
-			if free[t] > 0 {
-				target = t // the last type with room, in sorted order
-			}
+			placement[i] = pl.typ
+			free[pl.typ] -= jobScale(&p.Jobs[i])
 		}
 		for _, i := range order {
 			j := &p.Jobs[i]
@@ -124,27 +140,19 @@ func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 			if f.blocking && !roomFor(free, jobScale(j)) {
 				break
 			}
-			var t string
-			if f.mode == fifoQuirk {
-				if target == "" || !fits(j, target) {
-					continue
+			var room []string
+			for _, c := range types {
+				if fits(j, c) && free[c] >= jobScale(j) {
+					room = append(room, c)
 				}
-				t = target
-			} else {
-				var room []string
-				for _, c := range types {
-					if fits(j, c) && free[c] >= jobScale(j) {
-						room = append(room, c)
-					}
-				}
-				if len(room) == 0 {
-					continue
-				}
-				t = room[f.rng.Intn(len(room))]
 			}
+			if len(room) == 0 {
+				continue
+			}
+			t := room[f.rng.Intn(len(room))]
 			placement[i] = t
 			free[t] -= jobScale(j)
-			f.placed[j.ID] = t
+			f.place(j, t)
 		}
 	case fifoFastest, fifoFastestPacked:
 		for _, i := range order {
@@ -189,6 +197,105 @@ func (f *fifoPolicy) Allocate(p *Problem) (*Allocation, error) {
 	var err error
 	a.Objective, err = TotalThroughput(p, a)
 	return a, err
+}
+
+// place records t as j's sticky type.
+func (f *fifoPolicy) place(j *Job, t string) {
+	f.seq++
+	f.placed[j.ID] = fifoPlacement{typ: t, arrival: j.Arrival, seq: f.seq}
+}
+
+// pileUp is the agnostic fifo (fifoQuirk): placements of earlier calls
+// stay, and waiting jobs, in arrival order, go to the last type of a list
+// of the types with free GPUs, beyond its capacity if need be (see
+// Options.FIFOReplace and Options.FIFODropDraws for the reference's
+// finer points).
+func (f *fifoPolicy) pileUp(p *Problem, order []int, free map[string]int, placement []string, fits func(*Job, string) bool) {
+	present := make(map[string]int, len(p.Jobs))
+	for i := range p.Jobs {
+		present[p.Jobs[i].ID] = i
+	}
+	// The placements of earlier calls in arrival order: with FIFOReplace
+	// a job that left hands its type to the head of the queue in this
+	// order, against the GPUs counted free so far.
+	kept := make([]string, 0, len(f.placed))
+	for id, pl := range f.placed {
+		if i, ok := present[id]; ok && !fits(&p.Jobs[i], pl.typ) {
+			delete(f.placed, id) // it waits again
+			continue
+		}
+		kept = append(kept, id)
+	}
+	sort.Slice(kept, func(a, b int) bool {
+		x, y := f.placed[kept[a]], f.placed[kept[b]]
+		if x.arrival != y.arrival {
+			return x.arrival < y.arrival
+		}
+		return x.seq < y.seq
+	})
+	queue := make([]int, 0, len(order))
+	for _, i := range order {
+		if _, ok := f.placed[p.Jobs[i].ID]; !ok {
+			queue = append(queue, i)
+		}
+	}
+	for _, id := range kept {
+		pl := f.placed[id]
+		if i, ok := present[id]; ok {
+			placement[i] = pl.typ
+			free[pl.typ] -= jobScale(&p.Jobs[i])
+			continue
+		}
+		delete(f.placed, id)
+		if !f.replace || len(queue) == 0 {
+			continue
+		}
+		if h := &p.Jobs[queue[0]]; jobScale(h) <= free[pl.typ] && fits(h, pl.typ) {
+			placement[queue[0]] = pl.typ
+			free[pl.typ] -= jobScale(h)
+			f.place(h, pl.typ)
+			queue = queue[1:]
+		}
+	}
+	var room []string // types with free GPUs, sorted; the last takes the jobs
+	for _, t := range p.Types() {
+		if free[t] > 0 {
+			room = append(room, t)
+		}
+	}
+	var with []int // positions in room of the types with room for a job
+	for _, i := range queue {
+		j := &p.Jobs[i]
+		if len(room) == 0 {
+			if f.blocking {
+				break
+			}
+			continue
+		}
+		with = with[:0]
+		for k, t := range room {
+			if free[t] >= jobScale(j) {
+				with = append(with, k)
+			}
+		}
+		if len(with) == 0 && f.blocking {
+			break
+		}
+		drop := -1
+		if f.drops != nil && len(with) > 0 {
+			drop = with[f.drops.Below(len(with))]
+		}
+		t := room[len(room)-1]
+		if !fits(j, t) {
+			continue
+		}
+		placement[i] = t
+		free[t] -= jobScale(j)
+		f.place(j, t)
+		if drop >= 0 && free[t] == 0 {
+			room = append(room[:drop], room[drop+1:]...)
+		}
+	}
 }
 
 // pack co-locates waiting jobs with running ones (see fifo_packed).

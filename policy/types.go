@@ -154,6 +154,11 @@ type Policy interface {
 	Traits() Traits
 }
 
+// Draws is a stream of integers, each uniform in [0, n) for the n asked.
+type Draws interface {
+	Below(n int) int
+}
+
 // Options configure policies that need them.
 type Options struct {
 	// Seed feeds the randomized baselines (fifo's type choice, gandiva's
@@ -171,6 +176,28 @@ type Options struct {
 	// allocation, never running there). The paper does not intend it;
 	// reproductions that must match the reference bit for bit ask for it.
 	FIFOZeroRates bool
+	// FIFOReplace makes the heterogeneity-agnostic fifo hand the GPUs of
+	// each job that left since the last call to the head of its queue
+	// first, as Gavel's FIFOPolicy does: for every placement of the last
+	// call, in arrival order, a job still there keeps its type and counts
+	// its GPUs as taken; a job that left offers its type to the first
+	// waiting job, which takes it when the GPUs counted free so far on that
+	// type are enough for it and it can run there, and otherwise stays
+	// first in the queue. The jobs still waiting then pile onto the last
+	// type with room, as without it.
+	FIFOReplace bool
+	// FIFODropDraws reproduces how Gavel's agnostic fifo picks the type
+	// that waiting jobs pile onto: the last of a list of the types that
+	// had free GPUs when the call began. It draws, for every job it
+	// considers, an index over the listed types with room for that job
+	// (the draw meant to choose the job's type, which the reference never
+	// uses for that), and when a placement leaves the chosen type with
+	// exactly no free GPU it drops the drawn entry from the list, which is
+	// not necessarily the full type. nil: the type is the last with free
+	// GPUs when the call began. The paper does not intend it;
+	// reproductions that must follow the reference draw for draw pass a
+	// stream that yields CPython's random.Random(seed).randrange values.
+	FIFODropDraws Draws
 	// InteriorOptimum makes the single-level max-min policies return the
 	// analytic center of their LP's optimal face, the optimum Gavel's
 	// interior-point solver returns, instead of the simplex method's vertex

@@ -224,7 +224,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		"runs jobs where their allocation puts them) or gavel (the paper's, for reproductions)")
 	faithful := fs.Bool("faithful", false, "with --mechanism gavel: also reproduce the reference simulator's behaviours the paper does not intend "+
 		"(multi-GPU jobs dropped after five rounds with fewer steps than GPUs, FIFO allocations on types a job cannot run on, "+
-		"LAS allocations that give time on such types)")
+		"LAS allocations that give time on such types, the agnostic FIFO's type drawn as its list of types with room shrinks)")
 	maxActive := fs.Int("max-active", 0, "stop as saturated beyond this many jobs in the system (0: no limit; sweeps default to 3000)")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	jobsCSV := fs.String("jobs-csv", "", "write one CSV line per job (arrival, start, finish, time per GPU type) to FILE")

@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 
+	"github.com/gavel-slurm/gavel-slurm/internal/workload"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
@@ -14,6 +15,10 @@ import (
 //   - the FIFO policies keep their queue strictly in order: a job that no
 //     type has room for stops the allocation, and the jobs behind it
 //     wait (policy.Options.FIFOBlocking);
+//   - the agnostic fifo hands the type of each job that left to the head
+//     of its queue before the waiting jobs pile onto the last type with
+//     room, as Gavel's FIFOPolicy replaces finished jobs
+//     (policy.Options.FIFOReplace);
 //   - the max-min and finish-time fairness LPs return the optimum an
 //     interior-point solver returns, the analytic center of the optimal
 //     face, not a vertex (policy.Options.InteriorOptimum).
@@ -23,6 +28,11 @@ import (
 //
 //   - fifo_perf allocates a job to a type it cannot run on when that is the
 //     only type with room (policy.Options.FIFOZeroRates);
+//   - the agnostic fifo drops, when the type its jobs pile onto is full, a
+//     type drawn with the type choice it never uses from its list of types
+//     with room, so the type the next jobs pile onto depends on the draw
+//     (policy.Options.FIFODropDraws, from random.Random(seed) as Gavel's
+//     FIFOPolicy(seed));
 //   - max_min_fairness counts every type as usable by every job, so jobs
 //     that cannot run on K80s are given K80 time (AgnosticUnusableTypes),
 //     and max_min_fairness_perf's interior optimum gives them K80 time as
@@ -45,6 +55,8 @@ func (c *Config) policyOptions() policy.Options {
 	return policy.Options{
 		Seed:            c.Seed,
 		FIFOBlocking:    c.referenceMechanism(),
+		FIFOReplace:     c.referenceMechanism(),
+		FIFODropDraws:   c.fifoDropDraws(),
 		FIFOZeroRates:   c.faithful(),
 		InteriorOptimum: c.referenceMechanism(),
 		// Gavel's agnostic LAS counts every type as usable, and its aware
@@ -88,4 +100,13 @@ func (s *simulator) failMicroTask(j *job, finish float64) bool {
 	j.finish = finish
 	s.complete(j)
 	return true
+}
+
+// fifoDropDraws is the stream the reference's agnostic FIFO draws its
+// unused type index from, random.Random(seed) (Config.Faithful only).
+func (c *Config) fifoDropDraws() policy.Draws {
+	if !c.faithful() {
+		return nil
+	}
+	return workload.NewRand(c.Seed)
 }

@@ -9,21 +9,38 @@ import (
 )
 
 // The reference mechanism builds its policy as Gavel's runs did (strict
-// FIFO queue, interior max-min optimum); only Faithful adds the flaws.
+// FIFO queue, a finished job's type handed to the head of the agnostic
+// FIFO's queue, interior max-min optimum); only Faithful adds the flaws,
+// among them the agnostic FIFO's draws from random.Random(seed).
 func TestPolicyOptionsFollowTheMechanism(t *testing.T) {
 	for _, tc := range []struct {
 		mech     rounds.Variant
 		faithful bool
-		want     policy.Options
+		want     policy.Options // without FIFODropDraws
+		drops    bool           // FIFODropDraws is set
 	}{
-		{"", false, policy.Options{Seed: 7, FIFOBlocking: true, InteriorOptimum: true}},
-		{rounds.VariantGavel, false, policy.Options{Seed: 7, FIFOBlocking: true, InteriorOptimum: true}},
-		{rounds.VariantGavel, true, policy.Options{Seed: 7, FIFOBlocking: true, FIFOZeroRates: true, InteriorOptimum: true, AgnosticUnusableTypes: true, InteriorUnusableTypes: true}},
-		{rounds.VariantImproved, false, policy.Options{Seed: 7}},
-		{rounds.VariantImproved, true, policy.Options{Seed: 7}},
+		{"", false, policy.Options{Seed: 7, FIFOBlocking: true, FIFOReplace: true, InteriorOptimum: true}, false},
+		{rounds.VariantGavel, false, policy.Options{Seed: 7, FIFOBlocking: true, FIFOReplace: true, InteriorOptimum: true}, false},
+		{rounds.VariantGavel, true, policy.Options{Seed: 7, FIFOBlocking: true, FIFOReplace: true, FIFOZeroRates: true, InteriorOptimum: true, AgnosticUnusableTypes: true, InteriorUnusableTypes: true}, true},
+		{rounds.VariantImproved, false, policy.Options{Seed: 7}, false},
+		{rounds.VariantImproved, true, policy.Options{Seed: 7}, false},
 	} {
 		cfg := Config{Seed: 7, Mechanism: tc.mech, Faithful: tc.faithful}
-		if got := cfg.policyOptions(); got != tc.want {
+		got := cfg.policyOptions()
+		if (got.FIFODropDraws != nil) != tc.drops {
+			t.Errorf("mechanism %q, faithful %v: drop draws %v, want them: %v", tc.mech, tc.faithful, got.FIFODropDraws, tc.drops)
+		}
+		if tc.drops {
+			// CPython: r = random.Random(7); [r.randrange(3) for _ in range(8)]
+			want := []int{1, 0, 1, 2, 0, 0, 2, 0}
+			for k, w := range want {
+				if d := got.FIFODropDraws.Below(3); d != w {
+					t.Fatalf("draw %d: %d, want %d (random.Random(7).randrange(3))", k, d, w)
+				}
+			}
+		}
+		got.FIFODropDraws = nil
+		if got != tc.want {
 			t.Errorf("mechanism %q, faithful %v: %+v, want %+v", tc.mech, tc.faithful, got, tc.want)
 		}
 	}
