@@ -184,6 +184,9 @@ var _ sched.PairEstimator = (*Measured)(nil)
 // its rate alone as estimated now; elsewhere the reference table's.
 func (m *Measured) PairRates(a, b sched.JobQuery, types []string, now time.Time) map[string][2]sched.Rate {
 	out := m.table.PairRates(a, b, types, now)
+	if len(out) == 0 {
+		out = m.nearestPairRates(a, b, types, now)
+	}
 	m.pairMu.Lock()
 	measured := map[string][2]float64{}
 	for _, t := range types {
@@ -211,6 +214,28 @@ func (m *Measured) PairRates(a, b sched.JobQuery, types []string, now time.Time)
 			{StepsPerSecond: r[1] / ib, Source: "measured", Detail: detail}}
 	}
 	return out
+}
+
+// nearestPairRates estimates a pair the table does not know from the
+// table's entry for the reference models the two jobs compute most like
+// (estimate.Estimator.Nearest): the slowdown of those models while
+// sharing, as fractions of their rates alone. Nil when either job
+// resembles no reference model yet.
+func (m *Measured) nearestPairRates(a, b sched.JobQuery, types []string, now time.Time) map[string][2]sched.Rate {
+	na, da, okA := m.est.Nearest(estimate.JobKey{ID: a.ID, Model: a.Model, Scale: a.Scale})
+	nb, db, okB := m.est.Nearest(estimate.JobKey{ID: b.ID, Model: b.Model, Scale: b.Scale})
+	if !okA || !okB {
+		return nil
+	}
+	ref := m.table.PairRates(sched.JobQuery{ID: a.ID, Model: na, Scale: a.Scale}, sched.JobQuery{ID: b.ID, Model: nb, Scale: b.Scale}, types, now)
+	for t, r := range ref {
+		detail := fmt.Sprintf("estimated: the reference table's %s (%s) with %s (%s)", na, da, nb, db)
+		for i := range r {
+			r[i].Source, r[i].Detail = "estimated", detail
+		}
+		ref[t] = r
+	}
+	return ref
 }
 
 // Forget drops a job that left.

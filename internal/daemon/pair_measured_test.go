@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,48 @@ func TestSharesWithNeedsOneGPU(t *testing.T) {
 		if got, _ := sharesWith(snap, tc.job); got != tc.want {
 			t.Errorf("job %d shares with %q, want %q", tc.job.ID, got, tc.want)
 		}
+	}
+}
+
+// A pair of models the table does not know is estimated from the
+// reference models the two jobs compute like, once they were measured.
+func TestUnseenPairsAreEstimatedFromNearestModels(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMeasured(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	a := sched.JobQuery{ID: "7", Model: "a3c-custom", Scale: 1}
+	b := sched.JobQuery{ID: "8", Model: "resnet18-mine", Scale: 1}
+	if got := m.PairRates(a, b, []string{"v100"}, now); len(got) != 0 {
+		t.Fatalf("unmeasured unknown models got pair rates: %+v", got)
+	}
+	// Each measured on every type at the table's rates of A3C and
+	// ResNet-18 (batch size 32), twice as fast.
+	for _, j := range []struct {
+		q     sched.JobQuery
+		model string
+	}{{a, "A3C"}, {b, "ResNet-18 (batch size 32)"}} {
+		rates, _ := table.IsolatedRates(j.model, 1)
+		for i, typ := range table.Types() {
+			for k := range 4 {
+				at := now.Add(time.Duration(k) * time.Minute)
+				if err := m.Observe(estimate.Measurement{JobID: j.q.ID, Model: j.q.Model, Scale: 1, Type: typ,
+					StepsPerSecond: 2 * rates[i], At: at, SinceStart: time.Hour}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	got := m.PairRates(a, b, []string{"v100"}, now)["v100"]
+	want := m.table.PairRates(sched.JobQuery{Model: "a3c", Scale: 1}, sched.JobQuery{Model: "ResNet-18 (batch size 32)", Scale: 1}, []string{"v100"}, now)["v100"]
+	t.Logf("estimated: %+v", got)
+	if got[0].Source != "estimated" || got[0].StepsPerSecond != want[0].StepsPerSecond || got[1].StepsPerSecond != want[1].StepsPerSecond ||
+		!strings.Contains(got[0].Detail, "A3C") {
+		t.Fatalf("unseen pair %+v, want the table's A3C with ResNet-18 (batch size 32): %+v", got, want)
 	}
 }

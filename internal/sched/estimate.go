@@ -77,6 +77,14 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	}
 	c.ratesSig, c.estVersion = c.typesSig, version
 	changed := false
+	// Jobs measured for the first time that have no partner yet: what the
+	// estimator now knows of them may pair them (a model the table lacks
+	// is matched to the one it computes like).
+	type reoffer struct {
+		js *jobState
+		j  bridge.Job
+	}
+	var again []reoffer
 	for _, key := range c.order {
 		js := c.jobs[key]
 		if js == nil || js.scale == 0 {
@@ -90,6 +98,9 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 			continue
 		}
 		_, rates, per, source := c.rates(j, now)
+		if js.canShare && len(js.partners) == 0 && !anyMeasured(js.perType) && anyMeasured(per) {
+			again = append(again, reoffer{js, j})
+		}
 		js.perType = per
 		if maps.Equal(rates, js.throughputs) {
 			js.source = source
@@ -102,6 +113,10 @@ func (c *Core) refreshRates(snap *bridge.Snapshot, now time.Time) {
 	}
 	if c.refreshPairs(now) {
 		changed = true
+	}
+	for _, r := range again {
+		c.offerPairs(r.js, r.j, now)
+		changed = changed || len(r.js.partners) > 0
 	}
 	if changed {
 		c.mech.NoteEvent(rounds.EventThroughputChange)
@@ -234,4 +249,14 @@ func indexOf(list []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// anyMeasured reports whether any of a job's rates was measured.
+func anyMeasured(per map[string]Rate) bool {
+	for _, r := range per {
+		if r.Source == "measured" {
+			return true
+		}
+	}
+	return false
 }

@@ -263,3 +263,64 @@ func TestPairsFollowMeasurements(t *testing.T) {
 		t.Fatalf("a pair measured to lose stays: %+v (partners %v, %d jobs)", got, c.jobs[keyOf(1)].partners, c.mech.Len())
 	}
 }
+
+// unseenModels knows nothing of two models until they are measured; then
+// it has their rates and an estimate of their pair.
+type unseenModels struct {
+	TableEstimator
+	measured bool
+}
+
+func (u *unseenModels) Version() uint64 {
+	if u.measured {
+		return 1
+	}
+	return 0
+}
+
+func (u *unseenModels) Rates(job JobQuery, types []string, now time.Time) (string, map[string]Rate) {
+	name, per := u.TableEstimator.Rates(job, types, now)
+	if u.measured {
+		for t := range per {
+			per[t] = Rate{StepsPerSecond: 40, Source: "measured"}
+		}
+	}
+	return name, per
+}
+
+func (u *unseenModels) PairRates(a, b JobQuery, types []string, _ time.Time) map[string][2]Rate {
+	if !u.measured {
+		return nil
+	}
+	out := map[string][2]Rate{}
+	for _, t := range types {
+		out[t] = [2]Rate{{StepsPerSecond: 0.7, Source: "estimated"}, {StepsPerSecond: 0.6, Source: "estimated"}}
+	}
+	return out
+}
+
+// Jobs whose pair nothing said anything of at arrival are offered again
+// once they are first measured.
+func TestJobsArePairedOnceMeasured(t *testing.T) {
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	est := &unseenModels{TableEstimator: TableEstimator{Table: table}}
+	c, err := NewCore(packedSettings(), est)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := []bridge.Node{sharedNode("v1", "v100", 1, 2)}
+	jobs := []bridge.Job{pending(1, "gavel: model=my-a steps=1k"), pending(2, "gavel: model=my-b steps=1k")}
+	step(c, snapshot(t, epoch, nodes, jobs...), epoch, c.Solve)
+	if len(c.mech.Pairs()) != 0 {
+		t.Fatalf("pairs before anything was known: %+v", c.mech.Pairs())
+	}
+	est.measured = true
+	now := epoch.Add(20 * time.Second)
+	step(c, snapshot(t, now, nodes, jobs...), now, c.Solve)
+	if got := c.mech.Pairs(); len(got) != 1 || got[0].Throughputs["v100"] != [2]float64{0.7 * 40, 0.6 * 40} {
+		t.Fatalf("pairs once measured: %+v", got)
+	}
+}
