@@ -206,10 +206,11 @@ pid_alive() {
 # processes whose root is exactly that folder: nothing outside this
 # checkout's tree is ever listed.
 root_pids() {
-  local root="${1:-$SLURM_ROOTFS}" p
-  for p in /proc/[0-9]*; do
-    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && printf '%s\n' "${p#/proc/}"
-  done
+  local root="${1:-$SLURM_ROOTFS}"
+  # One pass over /proc: a readlink per process took minutes with the
+  # 20,000 processes of a large scale run on a loaded machine.
+  find /proc -mindepth 2 -maxdepth 2 -name root -path '/proc/[0-9]*/root' -printf '%h\t%l\n' 2>/dev/null |
+    awk -F'\t' -v r="$root" '$2 == r { print substr($1, 7) }'
   return 0
 }
 
