@@ -21,7 +21,10 @@ import (
 //     (policy.Options.FIFOReplace);
 //   - the max-min and finish-time fairness LPs return the optimum an
 //     interior-point solver returns, the analytic center of the optimal
-//     face, not a vertex (policy.Options.InteriorOptimum).
+//     face, not a vertex (policy.Options.InteriorOptimum);
+//   - the agnostic finish_time_fairness is given isolated times accrued
+//     at the rates it sees, each job's V100 rate on every type it can use
+//     (agnosticIsolatedTime).
 //
 // Config.Faithful adds the reference's behaviours that the paper does not
 // intend:
