@@ -396,3 +396,17 @@ func registerFunc(name string, fn func(p *Problem) (*Allocation, error)) {
 // setRowCoef changes the coefficient of column col in row r, which must
 // already hold an entry for it (rows keep the entries they were built with).
 func (b *placementLP) setRowCoef(r, col int, v float64) { b.lp.setCoefficient(r, col, v) }
+
+// AgnosticRates is what the heterogeneity-agnostic policies see of a job
+// with rates tputs on a cluster with gpus: its reference rate
+// (agnosticThroughput: V100's, or its best where it has none) on every
+// type it can run on, 0 elsewhere.
+func AgnosticRates(gpus map[string]int, tputs map[string]float64) map[string]float64 {
+	p := Problem{GPUs: gpus, Jobs: []Job{{Throughputs: tputs}}}
+	view := agnosticThroughput(&p)
+	out := make(map[string]float64, len(tputs))
+	for t := range tputs {
+		out[t] = view(&p.Jobs[0], t)
+	}
+	return out
+}

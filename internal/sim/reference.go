@@ -21,7 +21,10 @@ import (
 //     (policy.Options.FIFOReplace);
 //   - the max-min and finish-time fairness LPs return the optimum an
 //     interior-point solver returns, the analytic center of the optimal
-//     face, not a vertex (policy.Options.InteriorOptimum).
+//     face, not a vertex (policy.Options.InteriorOptimum);
+//   - the agnostic finish_time_fairness is given isolated times accrued
+//     at the rates it sees, each job's V100 rate on every type it can use
+//     (agnosticIsolatedTime).
 //
 // Config.Faithful adds the reference's behaviours that the paper does not
 // intend:
@@ -109,4 +112,26 @@ func (c *Config) fifoDropDraws() policy.Draws {
 		return nil
 	}
 	return workload.NewRand(c.Seed)
+}
+
+// agnosticIsolatedTime reports whether the policy's isolated times are
+// accrued at the rates the heterogeneity-agnostic finish_time_fairness
+// sees (the reference mechanism only). The reference's
+// FinishTimeFairnessPolicy hands its perf policy every job's V100 rate on
+// every type, and that policy accrues each job's isolated time
+// (cumulative_isolated_time: the steps done since its last allocation
+// over the isolated throughput it computed then) from those rates, not
+// from the job's rates on the types of its isolated share.
+func (c *Config) agnosticIsolatedTime(policyName string) bool {
+	return c.referenceMechanism() && policyName == "finish_time_fairness"
+}
+
+// isoView is the throughputs the policy's isolated time of j is accrued
+// at: what the policy sees of j, at its reference rate on every type it
+// can use when s.agnosticIso (policy.AgnosticRates).
+func (s *simulator) isoView(j *job) map[string]float64 {
+	if !s.agnosticIso {
+		return j.seen
+	}
+	return policy.AgnosticRates(s.cfg.GPUs, j.seen)
 }

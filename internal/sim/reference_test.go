@@ -90,3 +90,59 @@ func TestFailedMicroTasks(t *testing.T) {
 		})
 	}
 }
+
+// Gavel's finish_time_fairness accrues each job's isolated time at the
+// rates the agnostic policy sees (its V100 rate on every type it can use):
+// only the reference mechanism's agnostic FTF does so.
+func TestAgnosticIsolatedTime(t *testing.T) {
+	for _, tc := range []struct {
+		mech   rounds.Variant
+		policy string
+		want   bool
+	}{
+		{"", "finish_time_fairness", true},
+		{rounds.VariantGavel, "finish_time_fairness", true},
+		{rounds.VariantGavel, "finish_time_fairness_perf", false},
+		{rounds.VariantGavel, "max_min_fairness", false},
+		{rounds.VariantImproved, "finish_time_fairness", false},
+		{rounds.VariantRestart, "finish_time_fairness", false},
+	} {
+		cfg := Config{Mechanism: tc.mech}
+		if got := cfg.agnosticIsolatedTime(tc.policy); got != tc.want {
+			t.Errorf("mechanism %q, %s: %v, want %v", tc.mech, tc.policy, got, tc.want)
+		}
+	}
+}
+
+// The policy's isolated time under the reference's agnostic FTF: a job of
+// rates 1/2/4 (k80/p100/v100) on 2 GPUs of each type, alone, has the
+// isolated share 1/3 of each type, so the policy sees an isolated rate of
+// 4 (its V100 rate everywhere), where its rates on those types give 7/3.
+// 140 steps done: 35 s in the policy's input, 60 s in the outcome's.
+func TestAgnosticIsolatedTimeAccrual(t *testing.T) {
+	gpus := map[string]int{"k80": 2, "p100": 2, "v100": 2}
+	tputs := map[string]float64{"k80": 1, "p100": 2, "v100": 4}
+	for _, tc := range []struct {
+		name                  string
+		agnostic              bool
+		wantSeen, wantOutcome float64
+	}{
+		{"agnostic reference FTF", true, 35, 60},
+		{"other policies", false, 0, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &simulator{cfg: Config{GPUs: gpus}, agnosticIso: tc.agnostic, policyIso: tc.agnostic}
+			j := &job{tputs: tputs, seen: tputs, isoMark: 200, remaining: 60}
+			j.spec.ScaleFactor = 1
+			s.active = []*job{j}
+			s.accrueIsolated(j, 1)
+			if !near(j.seenIsoTime, tc.wantSeen) || !near(j.isoTime, tc.wantOutcome) {
+				t.Errorf("policy's isolated time %v, outcome's %v; want %v, %v", j.seenIsoTime, j.isoTime, tc.wantSeen, tc.wantOutcome)
+			}
+		})
+	}
+	rates := policy.AgnosticRates(gpus, map[string]float64{"k80": 0, "p100": 2, "v100": 4})
+	if rates["k80"] != 0 || rates["p100"] != 4 || rates["v100"] != 4 {
+		t.Errorf("AgnosticRates = %v, want k80 0 (cannot run), p100 and v100 4", rates)
+	}
+}

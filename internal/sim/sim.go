@@ -47,8 +47,9 @@ type job struct {
 	// of the last reset and isoMark the remaining steps then.
 	isoTime, isoRate, isoMark float64
 	// seenIsoTime and seenIsoRate are the same as the policy sees them,
-	// from the estimated rates (estimation only: the policy's input, while
-	// isoTime measures the outcome).
+	// from the estimated rates or, for the reference's agnostic
+	// finish_time_fairness, from the rates that policy sees (the policy's
+	// input only where s.policyIso, while isoTime measures the outcome).
 	seenIsoTime, seenIsoRate float64
 	// restartCost is what the job loses at every restart (seconds).
 	restartCost float64
@@ -81,6 +82,12 @@ type simulator struct {
 	// learn measures jobs and estimates their rates (nil: the policy sees
 	// the true rates).
 	learn *learner
+	// agnosticIso: the policy sees every job at its reference rate on
+	// every type it can use, and so does its isolated time (the reference's
+	// finish_time_fairness, see agnosticIsolatedTime). policyIso: the
+	// policy's isolated times are accrued apart from the outcome's
+	// (seenIsoTime), from the rates isoView gives.
+	agnosticIso, policyIso bool
 	// restartRule says the mechanism weighs restarts and wants each
 	// running job's remaining steps.
 	restartRule bool
@@ -138,6 +145,8 @@ func Run(cfg Config, src Source) (*Result, error) {
 			return nil, fmt.Errorf("simulation: %w", err)
 		}
 	}
+	s.agnosticIso = cfg.agnosticIsolatedTime(name)
+	s.policyIso = s.learn != nil || s.agnosticIso
 	opts := rounds.ForTraits(traits, workload.NewRand(cfg.Seed+5))
 	// The reference credits every job half a round of service at each reset.
 	opts.Credit = cfg.RoundSeconds / 2
@@ -471,8 +480,8 @@ func (s *simulator) accrueIsolated(j *job, n int) {
 		n = len(s.active)
 	}
 	j.isoTime += s.isolatedTime(j, j.tputs, j.isoRate, done, n)
-	if s.learn != nil {
-		j.seenIsoTime += s.isolatedTime(j, j.seen, j.seenIsoRate, done, n)
+	if s.policyIso {
+		j.seenIsoTime += s.isolatedTime(j, s.isoView(j), j.seenIsoRate, done, n)
 	}
 	j.isoMark = j.remaining
 }
@@ -625,7 +634,7 @@ func (s *simulator) reset() error {
 		s.accrueIsolated(j, n)
 		inputs[i] = sched.JobInput{ID: j.key, Throughputs: j.seen, ScaleFactor: j.spec.ScaleFactor,
 			Weight: j.spec.Priority, Arrival: j.spec.Arrival, StepsRemaining: j.remaining, IsolatedTime: j.isoTime}
-		if s.learn != nil {
+		if s.policyIso {
 			inputs[i].IsolatedTime = j.seenIsoTime
 		}
 		if j.spec.SLO > 0 {
@@ -637,12 +646,14 @@ func (s *simulator) reset() error {
 	prob := sched.BuildProblem(s.cfg.GPUs, s.cfg.Costs, s.now, inputs)
 	shares := policy.NewIsolatedShares(prob)
 	for i, j := range s.active {
-		if s.learn == nil {
+		if !s.policyIso {
 			j.isoRate = shares.Throughput(&prob.Jobs[i])
 			continue
 		}
 		// The policy's view, and the truth for the outcome's fairness.
-		j.seenIsoRate = shares.Throughput(&prob.Jobs[i])
+		seen := prob.Jobs[i]
+		seen.Throughputs = s.isoView(j)
+		j.seenIsoRate = shares.Throughput(&seen)
 		truth := prob.Jobs[i]
 		truth.Throughputs = j.tputs
 		j.isoRate = shares.Throughput(&truth)
