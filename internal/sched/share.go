@@ -156,8 +156,9 @@ func (c *Core) shareRefusal(js *jobState, j bridge.Job) string {
 	return ""
 }
 
-// offerPairs registers the pairs job js (just put in the mechanism) forms
-// with the jobs before it, where both may share and the pair gains.
+// offerPairs registers the pairs job js (just put in the mechanism, or
+// first measured) forms with the other tracked jobs, where both may share
+// and the pair gains, up to maxPartners on either side.
 func (c *Core) offerPairs(js *jobState, j bridge.Job, now time.Time) {
 	js.partners = nil
 	js.shareNote = c.shareRefusal(js, j)
