@@ -65,11 +65,17 @@ const (
 
 // ParseMixedTypes reads mixed= as the tag writes it: ok or no, in any case.
 func ParseMixedTypes(s string) (MixedTypes, error) {
-	switch m := MixedTypes(strings.ToLower(s)); m {
-	case MixedOK, MixedNo:
-		return m, nil
+	v, err := parseOKOrNo(s)
+	return MixedTypes(v), err
+}
+
+// parseOKOrNo reads a yes-or-no key's value: "ok" or "no", in any case.
+func parseOKOrNo(s string) (string, error) {
+	switch l := strings.ToLower(s); l {
+	case "ok", "no":
+		return l, nil
 	}
-	return MixedUnset, fmt.Errorf("must be ok or no: %q", s)
+	return "", fmt.Errorf("must be ok or no: %q", s)
 }
 
 // GPUSharing says whether a job may share its GPU with another job
@@ -88,11 +94,8 @@ const (
 
 // ParseGPUSharing reads share= as the tag writes it: ok or no, in any case.
 func ParseGPUSharing(s string) (GPUSharing, error) {
-	switch m := GPUSharing(strings.ToLower(s)); m {
-	case ShareOK, ShareNo:
-		return m, nil
-	}
-	return ShareUnset, fmt.Errorf("must be ok or no: %q", s)
+	v, err := parseOKOrNo(s)
+	return GPUSharing(v), err
 }
 
 // ParsePreemptMode reads a preemption mode as the tag and the

@@ -13,17 +13,10 @@ import (
 
 // Rates reported while two jobs share a GPU are the pair's: as fractions
 // of each job's rate alone, they replace the table's once both members
-// were measured, and they never
-// become either job's rate alone, while the progress they carry counts.
+// were measured, and they never become either job's rate alone, while
+// the progress they carry counts.
 func TestPairRatesAreMeasuredApartFromRatesAlone(t *testing.T) {
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMeasured(table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := referenceMeasured(t)
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	a := sched.JobQuery{ID: "7", Model: "a3c", Scale: 1}
 	b := sched.JobQuery{ID: "8", Model: "ResNet-18 (batch size 32)", Scale: 1}
@@ -82,14 +75,7 @@ func TestSharesWithNeedsOneGPU(t *testing.T) {
 // A pair of models the table does not know is estimated from the
 // reference models the two jobs compute like, once they were measured.
 func TestUnseenPairsAreEstimatedFromNearestModels(t *testing.T) {
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMeasured(table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, table := referenceMeasured(t)
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	a := sched.JobQuery{ID: "7", Model: "a3c-custom", Scale: 1}
 	b := sched.JobQuery{ID: "8", Model: "resnet18-mine", Scale: 1}
@@ -120,4 +106,18 @@ func TestUnseenPairsAreEstimatedFromNearestModels(t *testing.T) {
 		!strings.Contains(got[0].Detail, "A3C") {
 		t.Fatalf("unseen pair %+v, want the table's A3C with ResNet-18 (batch size 32): %+v", got, want)
 	}
+}
+
+// referenceMeasured is a measured estimator over the reference table.
+func referenceMeasured(t *testing.T) (*Measured, *throughputs.Table) {
+	t.Helper()
+	table, err := throughputs.Reference()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMeasured(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, table
 }
