@@ -31,6 +31,27 @@ import (
 // term per GPU type, so each Newton step costs time linear in the number of
 // classes (Woodbury's identity over the types).
 
+// levelBarrier is the barrier term each job's level contributes to the
+// centering. Which optimum an interior-point solver approaches depends on
+// how the problem was written down for it, not only on its optimal set.
+type levelBarrier int
+
+const (
+	// levelLinear: -log(L - τ), the level as the linear constraint the
+	// max-min LP writes it as.
+	levelLinear levelBarrier = iota
+	// levelInvPos: -2·log(L - τ) + log(L), the finish-time fairness
+	// program as Gavel writes it: ρ_j = t_j/D_j + (R_j/D_j)·inv_pos(thr_j)
+	// under an epigraph t ≥ ρ_j, where inv_pos becomes a variable u_j with
+	// the second-order cone constraint thr_j·u_j ≥ 1. On the optimal face
+	// (t = ρ*) the barrier -log(U_j - u_j) - log(thr_j·u_j - 1), with
+	// U_j = (ρ*·D_j - t_j)/R_j, is smallest at u_j = (U_j + 1/thr_j)/2, where
+	// it is -2·log(thr_j·U_j - 1) + log(thr_j) up to a constant; in the
+	// level L_j = thr_j·U_j that is this term. Near the face's edge it
+	// pushes twice as hard as the linear one, so jobs keep more time.
+	levelInvPos
+)
+
 // centerRelax is how far below the optimal level the face is relaxed, as a
 // fraction of it: small enough that no job loses a measurable share of its
 // level, large enough to keep the barrier's Newton steps well conditioned.
@@ -63,7 +84,7 @@ var errCenterStart = errors.New("centering: start is not an optimum")
 // the max-min LP over classes, with capacity the GPUs of every type and
 // level the optimal weighted level t*. vertex is an optimal solution (per
 // class, per type), the starting point.
-func centerLevels(classes []centerClass, capacity []float64, level float64, vertex [][]float64) ([][]float64, error) {
+func centerLevels(classes []centerClass, capacity []float64, level float64, vertex [][]float64, barrier levelBarrier) ([][]float64, error) {
 	nt := len(capacity)
 	tau := level * (1 - centerRelax)
 	// y: a strictly feasible point for every constraint but the levels.
@@ -110,7 +131,7 @@ func centerLevels(classes []centerClass, capacity []float64, level float64, vert
 			}
 		}
 	}
-	ce := newCentering(classes, capacity, tau)
+	ce := newCentering(classes, capacity, tau, barrier)
 	f, ok := ce.value(x)
 	if !ok {
 		return nil, errCenterStart
@@ -155,6 +176,7 @@ type centering struct {
 	classes  []centerClass
 	capacity []float64
 	tau      float64
+	barrier  levelBarrier
 	nt       int
 	// idx lists the types each class can run on.
 	idx [][]int
@@ -165,9 +187,9 @@ type centering struct {
 	mm, work     []float64
 }
 
-func newCentering(classes []centerClass, capacity []float64, tau float64) *centering {
+func newCentering(classes []centerClass, capacity []float64, tau float64, barrier levelBarrier) *centering {
 	nt := len(capacity)
-	ce := &centering{classes: classes, capacity: capacity, tau: tau, nt: nt,
+	ce := &centering{classes: classes, capacity: capacity, tau: tau, barrier: barrier, nt: nt,
 		idx: make([][]int, len(classes)), g: make([][]float64, len(classes)), d: make([][]float64, len(classes)),
 		v: make([][]float64, len(classes)), used: make([]float64, nt), q: make([]float64, nt), utz: make([]float64, nt),
 		mm: make([]float64, nt*(nt+1)), work: make([]float64, nt*(2*nt+1))}
@@ -205,7 +227,7 @@ func (ce *centering) value(x [][]float64) (float64, bool) {
 		if !(r > 0) || !(s > 0) {
 			return 0, false
 		}
-		f -= c.count * (logs + math.Log(r) + math.Log(s))
+		f += c.count * (ce.levelTerm(lv, s) - logs - math.Log(r))
 	}
 	for w, n := range ce.capacity {
 		if used[w] == 0 {
@@ -218,6 +240,22 @@ func (ce *centering) value(x [][]float64) (float64, bool) {
 		f -= math.Log(q)
 	}
 	return f, true
+}
+
+// levelTerm is the level's barrier term at level lv, s = lv - τ > 0.
+func (ce *centering) levelTerm(lv, s float64) float64 {
+	if ce.barrier == levelInvPos {
+		return -2*math.Log(s) + math.Log(lv)
+	}
+	return -math.Log(s)
+}
+
+// levelDerivatives are levelTerm's first and second derivatives in lv.
+func (ce *centering) levelDerivatives(lv, s float64) (float64, float64) {
+	if ce.barrier == levelInvPos {
+		return -2/s + 1/lv, 2/(s*s) - 1/(lv*lv)
+	}
+	return -1 / s, 1 / (s * s)
 }
 
 // newtonStep returns the barrier's gradient at x and the Newton direction
@@ -253,6 +291,7 @@ func (ce *centering) newtonStep(x [][]float64) (g, d [][]float64) {
 			lv += c.a[w] * x[k][w]
 		}
 		r, s := 1-sum, lv-ce.tau
+		d1, d2 := ce.levelDerivatives(lv, s)
 		gk, dk, vk := ce.g[k], ce.d[k], ce.v[k]
 		clear(gk)
 		clear(dk)
@@ -263,9 +302,9 @@ func (ce *centering) newtonStep(x [][]float64) (g, d [][]float64) {
 		clear(m)
 		for i, w := range idx {
 			xi := x[k][w]
-			gk[w] = c.count*(-1/xi+1/r-c.a[w]/s) + c.count*c.sf/q[w]
+			gk[w] = c.count*(-1/xi+1/r+c.a[w]*d1) + c.count*c.sf/q[w]
 			for j, w2 := range idx {
-				h := 1/(r*r) + c.a[w]*c.a[w2]/(s*s)
+				h := 1/(r*r) + c.a[w]*c.a[w2]*d2
 				if i == j {
 					h += 1 / (xi * xi)
 				}
@@ -391,24 +430,26 @@ func (m *mmModel) center(sol *mmSolution, weight []float64, unusable bool) {
 	if !(level > 0) {
 		return
 	}
-	x, err := centerLevels(classes, m.capacity, level, sol.x)
+	x, err := centerLevels(classes, m.capacity, level, sol.x, levelLinear)
 	if err != nil {
 		return
 	}
 	sol.x = x
 }
 
-// centerFTF replaces the optimal allocation a of finish_time_fairness_perf
-// by the analytic center of its optimal face (Options.InteriorOptimum): the
-// allocations under which every job's ρ stays at or below the optimal max
-// ρ*, that is every job's effective throughput reaches
-// c_j(ρ*) = R_j / (ρ*·D_j − t_j). Dividing each job's throughputs by c_j
-// makes that a level of 1 for every job, the face centerLevels centers.
-// Jobs whose ρ no allocation changes keep their (empty) rows; a keeps its
+// centerFTF replaces the optimal allocation a of a finish_time_fairness
+// policy by the analytic center of its optimal face (Options.InteriorOptimum):
+// the allocations under which every job's ρ, in the policy's view tput,
+// stays at or below the optimal max ρ*, that is every job's effective
+// throughput reaches c_j(ρ*) = R_j / (ρ*·D_j − t_j). Dividing each job's
+// throughputs by c_j makes that a level of 1 for every job, the face
+// centerLevels centers. ρ* is the vertex's max ρ in that view: for the
+// agnostic policy, whose view rates every usable type at the job's v100
+// rate, it is not a.Objective, which is measured at the real rates. Jobs
+// whose ρ no allocation changes keep their (empty) rows; a keeps its
 // vertex when the centering cannot start from it.
-func centerFTF(p *Problem, a *Allocation) {
-	rho := a.Objective
-	if !(rho > 0) || math.IsInf(rho, 0) || len(a.Rows) < len(p.Jobs) {
+func centerFTF(p *Problem, a *Allocation, tput throughputFunc) {
+	if len(a.Rows) < len(p.Jobs) {
 		return
 	}
 	shares := NewIsolatedShares(p)
@@ -416,47 +457,71 @@ func centerFTF(p *Problem, a *Allocation) {
 	for k, t := range a.Types {
 		capacity[k] = float64(p.GPUs[t])
 	}
-	var classes []centerClass
-	var rows []int
-	var vertex [][]float64
+	type faceJob struct {
+		row                       int
+		since, remaining, isoTime float64
+		rates                     []float64
+	}
+	var face []faceJob
+	rho := 0.0
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		iso := shares.Throughput(j)
 		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
 			return // rows not in problem order: leave the allocation alone
 		}
-		if j.StepsRemaining <= 0 || !(iso > 0) {
-			continue
-		}
-		slack := rho*(j.IsolatedTime+j.StepsRemaining/iso) - j.TimeSinceStart
-		if !(slack > 0) {
-			return
-		}
-		need := j.StepsRemaining / slack
-		c := centerClass{count: 1, sf: float64(jobScale(j)), a: make([]float64, len(a.Types))}
-		runs := false
+		share := shares.Share(j)
+		fj := faceJob{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, rates: make([]float64, len(a.Types))}
+		iso, eff, runs := 0.0, 0.0, false
 		for k, t := range a.Types {
-			if v := j.Throughput(t); v > 0 && p.GPUs[t] >= jobScale(j) {
-				c.a[k] = v / need
+			v := tput(j, t)
+			iso += v * share[k]
+			if v > 0 && p.GPUs[t] >= jobScale(j) {
+				fj.rates[k] = v
+				eff += v * a.Rows[i].Fractions[k]
 				runs = true
 			}
 		}
-		if !runs {
+		if j.StepsRemaining <= 0 {
+			// A finished job's ρ is fixed; the optimum is at least it.
+			if r := themisRho(j.TimeSinceStart, 0, 1, j.IsolatedTime, iso); !math.IsNaN(r) {
+				rho = math.Max(rho, r)
+			}
 			continue
 		}
-		classes = append(classes, c)
-		rows = append(rows, i)
-		vertex = append(vertex, a.Rows[i].Fractions)
+		if !(iso > 0) || !runs {
+			continue
+		}
+		if !(eff > 0) {
+			return // the vertex leaves a job without time: not an optimum to center
+		}
+		fj.isoTime = j.IsolatedTime + j.StepsRemaining/iso
+		rho = math.Max(rho, (fj.since+fj.remaining/eff)/fj.isoTime)
+		face = append(face, fj)
 	}
-	if len(classes) == 0 {
+	if len(face) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
 		return
 	}
-	x, err := centerLevels(classes, capacity, 1, vertex)
+	classes := make([]centerClass, len(face))
+	vertex := make([][]float64, len(face))
+	for n, fj := range face {
+		slack := rho*fj.isoTime - fj.since
+		if !(slack > 0) {
+			return
+		}
+		need := fj.remaining / slack
+		c := centerClass{count: 1, sf: float64(jobScale(&p.Jobs[fj.row])), a: make([]float64, len(a.Types))}
+		for k, v := range fj.rates {
+			c.a[k] = v / need
+		}
+		classes[n] = c
+		vertex[n] = a.Rows[fj.row].Fractions
+	}
+	x, err := centerLevels(classes, capacity, 1, vertex, levelInvPos)
 	if err != nil {
 		return
 	}
-	for n, i := range rows {
-		a.Rows[i].Fractions = x[n]
+	for n, fj := range face {
+		a.Rows[fj.row].Fractions = x[n]
 	}
 	if obj, err := MaxFinishTimeFairness(p, a); err == nil {
 		a.Objective = obj

@@ -187,3 +187,137 @@ func TestInteriorUnusableTypes(t *testing.T) {
 		})
 	}
 }
+
+// The agnostic finish_time_fairness is centered too: while the cluster has
+// room, the vertex gives jobs all of their time (or none), where the center
+// leaves every job below all of it and spreads it over the types, at the
+// same optimal max ρ in the policy's own view.
+func TestInteriorOptimumAgnosticFinishTimeFairness(t *testing.T) {
+	p := &Problem{GPUs: map[string]int{"k80": 4, "p100": 4, "v100": 4}, Jobs: []Job{
+		{ID: "a", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "p100": 2, "v100": 4}, StepsRemaining: 4000, TimeSinceStart: 100},
+		{ID: "b", ScaleFactor: 2, Throughputs: map[string]float64{"k80": 1, "p100": 3, "v100": 5}, StepsRemaining: 9000, TimeSinceStart: 10},
+		{ID: "c", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 2, "p100": 3, "v100": 3}, StepsRemaining: 3000},
+	}}
+	// rhos is every job's ρ in the agnostic view, and their max.
+	rhos := func(a *Allocation) ([]float64, float64) {
+		tput := agnosticThroughput(p)
+		shares := NewIsolatedShares(p)
+		out, worst := make([]float64, len(p.Jobs)), 0.0
+		for i := range p.Jobs {
+			j := &p.Jobs[i]
+			iso, eff := 0.0, 0.0
+			for k, ty := range a.Types {
+				iso += tput(j, ty) * shares.Share(j)[k]
+				eff += tput(j, ty) * a.Rows[i].Fractions[k]
+			}
+			out[i] = (j.TimeSinceStart + j.StepsRemaining/eff) / (j.StepsRemaining / iso)
+			worst = math.Max(worst, out[i])
+		}
+		return out, worst
+	}
+	vertexPol, _ := New("finish_time_fairness", Options{})
+	vertex, err := vertexPol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := New("finish_time_fairness", Options{InteriorOptimum: true})
+	a, err := pol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	centered, got := rhos(a)
+	if _, want := rhos(vertex); got > want*(1+2*centerRelax) {
+		t.Errorf("max ρ in the agnostic view %v, the optimum is %v", got, want)
+	}
+	// A job below the max ρ has room to spare: the vertex may give it all
+	// of its time, the center does not.
+	spared := 0
+	for i, r := range a.Rows {
+		sum, vsum := 0.0, 0.0
+		for k, f := range r.Fractions {
+			sum += f
+			vsum += vertex.Rows[i].Fractions[k]
+			if f < 1e-4 {
+				t.Errorf("%s: %v on %s, want time on every type", r.Jobs[0], f, a.Types[k])
+			}
+		}
+		if centered[i] > got*(1-1e-2) {
+			continue // binds the optimum: may need all of its time
+		}
+		if sum > 1-1e-3 {
+			t.Errorf("%s (ρ %v below the max %v): all of its time (%v)", r.Jobs[0], centered[i], got, sum)
+		}
+		if vsum > 1-1e-6 {
+			spared++
+		}
+	}
+	if spared == 0 {
+		t.Error("the vertex gives no job below the max all of its time; the case tests nothing")
+	}
+}
+
+// Gavel's agnostic finish_time_fairness gives a job its V100 rate on every
+// type, so its solver gives a job that cannot run on K80s time there
+// (Options.AgnosticUnusableTypes); without the option it gets none.
+func TestAgnosticFinishTimeFairnessUnusableTypes(t *testing.T) {
+	p := &Problem{GPUs: map[string]int{"k80": 2, "v100": 2}, Jobs: []Job{
+		{ID: "any", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}, StepsRemaining: 1000},
+		{ID: "nok80", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 0, "v100": 3}, StepsRemaining: 2000},
+		{ID: "other", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}, StepsRemaining: 3000},
+	}}
+	k80 := slices.Index(p.Types(), "k80")
+	for _, tc := range []struct {
+		name     string
+		unusable bool
+		wantK80  bool
+	}{
+		{"usable types only", false, false},
+		{"every type", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol, _ := New("finish_time_fairness", Options{InteriorOptimum: true, AgnosticUnusableTypes: tc.unusable})
+			a, err := pol.Allocate(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Rows[1].Fractions[k80] > 1e-4; got != tc.wantK80 {
+				t.Errorf("nok80 on k80: %v", a.Rows[1].Fractions[k80])
+			}
+		})
+	}
+}
+
+// The inv_pos barrier is the linear one's level term after its u_j is
+// centered away: at every level L > τ, -2·log(L-τ) + log(L) equals
+// min over u in (1/L, 1) of -log(1-u) - log(L·u-1), up to the constant
+// 2·log(2) (with τ = 1 and U scaled to 1), and its derivatives are those
+// of that closed form.
+func TestLevelInvPosBarrier(t *testing.T) {
+	ce := &centering{barrier: levelInvPos, tau: 1}
+	for _, l := range []float64{1.001, 1.1, 1.5, 3, 10} {
+		// Minimize over u by golden-section search, independently of the
+		// closed form.
+		lo, hi := 1/l, 1.0
+		f := func(u float64) float64 { return -math.Log(1-u) - math.Log(l*u-1) }
+		for i := 0; i < 200; i++ {
+			m1, m2 := lo+(hi-lo)*0.382, lo+(hi-lo)*0.618
+			if f(m1) < f(m2) {
+				hi = m2
+			} else {
+				lo = m1
+			}
+		}
+		got := ce.levelTerm(l, l-1)
+		want := f((lo+hi)/2) - 2*math.Log(2)
+		if math.Abs(got-want) > 1e-6*math.Max(1, math.Abs(want)) {
+			t.Errorf("L=%v: term %v, minimum over u %v", l, got, want)
+		}
+		h := 1e-6 * l
+		d1, d2 := ce.levelDerivatives(l, l-1)
+		num1 := (ce.levelTerm(l+h, l+h-1) - ce.levelTerm(l-h, l-h-1)) / (2 * h)
+		num2 := (ce.levelTerm(l+h, l+h-1) - 2*got + ce.levelTerm(l-h, l-h-1)) / (h * h)
+		if math.Abs(d1-num1) > 1e-4*math.Max(1, math.Abs(d1)) || math.Abs(d2-num2) > 1e-2*math.Max(1, math.Abs(d2)) {
+			t.Errorf("L=%v: derivatives %v, %v; numerically %v, %v", l, d1, d2, num1, num2)
+		}
+	}
+}

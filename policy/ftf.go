@@ -48,8 +48,8 @@ func init() {
 	declareTraits(Traits{Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness")
 	declareTraits(Traits{TypeAware: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_perf")
 	declareTraits(Traits{TypeAware: true, Packs: true, Objective: ObjectiveMaxFinishTimeFairness}, "finish_time_fairness_packed")
-	register("finish_time_fairness", func(Options) Policy {
-		return &ftfPolicy{name: "finish_time_fairness", agnostic: true}
+	register("finish_time_fairness", func(o Options) Policy {
+		return &ftfPolicy{name: "finish_time_fairness", agnostic: true, interior: o.InteriorOptimum, unusable: o.AgnosticUnusableTypes}
 	})
 	register("finish_time_fairness_perf", func(o Options) Policy {
 		return &ftfPolicy{name: "finish_time_fairness_perf", interior: o.InteriorOptimum}
@@ -72,6 +72,9 @@ type ftfPolicy struct {
 	// interior returns the analytic center of the optimal face instead of
 	// the solver's vertex (Options.InteriorOptimum, center.go).
 	interior bool
+	// unusable gives the agnostic policy's jobs their reference rate also
+	// on the types where they cannot run (Options.AgnosticUnusableTypes).
+	unusable bool
 }
 
 func (pol *ftfPolicy) Name() string { return pol.name }
@@ -84,7 +87,7 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 	}
 	tput := realThroughput
 	if pol.agnostic {
-		tput = agnosticThroughput(p)
+		tput = agnosticView(p, pol.unusable)
 	}
 	// The basis is carried over only without pairs: pair columns come and
 	// go with the pairs the problem lists, and a carried basis that puts
@@ -99,8 +102,8 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
 	a.Stats.Classes = len(p.Jobs) // no aggregation: one LP row per job
-	if pol.interior && !pol.packed && !pol.agnostic {
-		centerFTF(p, a)
+	if pol.interior && !pol.packed {
+		centerFTF(p, a, tput)
 	}
 	return a, nil
 }

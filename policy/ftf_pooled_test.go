@@ -74,8 +74,8 @@ func TestPooledFTFMatchesTheLPSearch(t *testing.T) {
 	}
 }
 
-// agnosticView is p with every rate as the agnostic policy sees it.
-func agnosticView(p *Problem, tput throughputFunc) *Problem {
+// agnosticProblem is p with every rate as the agnostic policy sees it.
+func agnosticProblem(p *Problem, tput throughputFunc) *Problem {
 	v := *p
 	v.Jobs = make([]Job, len(p.Jobs))
 	for i := range p.Jobs {
@@ -138,7 +138,7 @@ func agnosticBothWays(t *testing.T, p *Problem) (auto, full *Allocation) {
 		t.Fatal(err)
 	}
 	mmCheckFeasible(t, p, auto)
-	view := agnosticView(p, tput)
+	view := agnosticProblem(p, tput)
 	pooledRho, err := MaxFinishTimeFairness(view, auto)
 	if err != nil {
 		t.Fatal(err)

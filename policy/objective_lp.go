@@ -53,6 +53,14 @@ func realThroughput(j *Job, t string) float64 { return j.Throughput(t) }
 // v100 entry, its fastest type). Types where the job cannot run stay at 0,
 // because no policy may place a job where it cannot execute.
 func agnosticThroughput(p *Problem) throughputFunc {
+	return agnosticView(p, false)
+}
+
+// agnosticView is agnosticThroughput; with everywhere, a job also gets its
+// reference rate on the types where it cannot run, as Gavel's
+// FinishTimeFairnessPolicy hands its perf policy the V100 rate on every
+// type (Options.AgnosticUnusableTypes).
+func agnosticView(p *Problem, everywhere bool) throughputFunc {
 	ref := make(map[*Job]float64, len(p.Jobs))
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
@@ -68,7 +76,7 @@ func agnosticThroughput(p *Problem) throughputFunc {
 		ref[j] = v
 	}
 	return func(j *Job, t string) float64 {
-		if j.Throughput(t) <= 0 {
+		if !everywhere && j.Throughput(t) <= 0 {
 			return 0
 		}
 		if r, ok := ref[j]; ok {
@@ -400,13 +408,19 @@ func (b *placementLP) setRowCoef(r, col int, v float64) { b.lp.setCoefficient(r,
 // AgnosticRates is what the heterogeneity-agnostic policies see of a job
 // with rates tputs on a cluster with gpus: its reference rate
 // (agnosticThroughput: V100's, or its best where it has none) on every
-// type it can run on, 0 elsewhere.
-func AgnosticRates(gpus map[string]int, tputs map[string]float64) map[string]float64 {
+// type it can run on, 0 elsewhere; with everywhere, also on the cluster's
+// types where it cannot run (Options.AgnosticUnusableTypes).
+func AgnosticRates(gpus map[string]int, tputs map[string]float64, everywhere bool) map[string]float64 {
 	p := Problem{GPUs: gpus, Jobs: []Job{{Throughputs: tputs}}}
-	view := agnosticThroughput(&p)
+	view := agnosticView(&p, everywhere)
 	out := make(map[string]float64, len(tputs))
 	for t := range tputs {
 		out[t] = view(&p.Jobs[0], t)
+	}
+	if everywhere {
+		for t := range gpus {
+			out[t] = view(&p.Jobs[0], t)
+		}
 	}
 	return out
 }

@@ -204,11 +204,12 @@ type Options struct {
 	// (see center.go). Both are optimal; which one is installed changes
 	// which jobs the round mechanism runs where.
 	InteriorOptimum bool
-	// AgnosticUnusableTypes reproduces a flaw of Gavel's
-	// max_min_fairness: it sets every job's throughput to 1 on every type,
-	// also where the job cannot run (ResNet-50 with batch size 128 on 2, 4
-	// or 8 K80s), so the LP gives such jobs time they can never use. The
-	// paper does not intend it.
+	// AgnosticUnusableTypes reproduces a flaw of Gavel's agnostic
+	// policies: max_min_fairness sets every job's throughput to 1 on every
+	// type, and finish_time_fairness to the job's V100 rate, also where the
+	// job cannot run (ResNet-50 with batch size 128 on 2, 4 or 8 K80s), so
+	// the solver gives such jobs time they can never use. The paper does
+	// not intend it.
 	AgnosticUnusableTypes bool
 	// InteriorUnusableTypes makes the interior optimum of
 	// max_min_fairness_perf (InteriorOptimum) keep, as Gavel's LP does, a

@@ -36,8 +36,10 @@ import (
 //     with room, so the type the next jobs pile onto depends on the draw
 //     (policy.Options.FIFODropDraws, from random.Random(seed) as Gavel's
 //     FIFOPolicy(seed));
-//   - max_min_fairness counts every type as usable by every job, so jobs
-//     that cannot run on K80s are given K80 time (AgnosticUnusableTypes),
+//   - max_min_fairness and finish_time_fairness count every type as
+//     usable by every job, so jobs that cannot run on K80s are given K80
+//     time, and finish_time_fairness accrues their isolated time at their
+//     V100 rate there too (AgnosticUnusableTypes),
 //     and max_min_fairness_perf's interior optimum gives them K80 time as
 //     well, since Gavel's LP keeps those fractions as variables
 //     (InteriorUnusableTypes);
@@ -133,5 +135,5 @@ func (s *simulator) isoView(j *job) map[string]float64 {
 	if !s.agnosticIso {
 		return j.seen
 	}
-	return policy.AgnosticRates(s.cfg.GPUs, j.seen)
+	return policy.AgnosticRates(s.cfg.GPUs, j.seen, s.cfg.faithful())
 }

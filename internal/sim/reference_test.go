@@ -141,8 +141,18 @@ func TestAgnosticIsolatedTimeAccrual(t *testing.T) {
 			}
 		})
 	}
-	rates := policy.AgnosticRates(gpus, map[string]float64{"k80": 0, "p100": 2, "v100": 4})
+	rates := policy.AgnosticRates(gpus, map[string]float64{"k80": 0, "p100": 2, "v100": 4}, false)
 	if rates["k80"] != 0 || rates["p100"] != 4 || rates["v100"] != 4 {
 		t.Errorf("AgnosticRates = %v, want k80 0 (cannot run), p100 and v100 4", rates)
+	}
+	// --faithful: Gavel's view gives the V100 rate on every type, also
+	// where the job cannot run and where its rates do not list the type.
+	rates = policy.AgnosticRates(gpus, map[string]float64{"k80": 0, "v100": 4}, true)
+	if rates["k80"] != 4 || rates["p100"] != 4 || rates["v100"] != 4 {
+		t.Errorf("AgnosticRates everywhere = %v, want 4 on every type", rates)
+	}
+	s := &simulator{cfg: Config{GPUs: gpus, Faithful: true, Mechanism: rounds.VariantGavel}, agnosticIso: true}
+	if got := s.isoView(&job{seen: map[string]float64{"k80": 0, "v100": 4}}); got["k80"] != 4 {
+		t.Errorf("faithful isolated view %v, want the V100 rate on k80", got)
 	}
 }
