@@ -79,6 +79,9 @@ func checkRestartOptions(o Options) error {
 	if !finite(o.RestartHold) || o.RestartHold < 0 {
 		return fmt.Errorf("rounds: restart hold must be a finite multiple ≥ 0 of the restart cost, got %v", o.RestartHold)
 	}
+	if !finite(o.RestartHoldMin) || o.RestartHoldMin < 0 {
+		return fmt.Errorf("rounds: shortest restart hold must be a finite number of seconds ≥ 0, got %v", o.RestartHoldMin)
+	}
 	if !finite(o.RestartHoldMax) || o.RestartHoldMax < 0 {
 		return fmt.Errorf("rounds: restart hold cap must be a finite number of seconds ≥ 0, got %v", o.RestartHoldMax)
 	}
@@ -129,10 +132,15 @@ func (m *Mechanism) SetRemainingSteps(id string, steps float64) error {
 // move pays for itself.
 func restartPin(p Pin) bool { return p == PinRestartUnpaid || p == PinNearEnd }
 
-// restartHold is H for a restart cost: RestartHold × cost, capped at
-// RestartHoldMax; 0 when the rule is off or the restart free.
+// restartHold is H for a restart cost: RestartHold × cost, at least
+// RestartHoldMin, capped at RestartHoldMax; 0 when the rule is off or the
+// restart free.
 func (o *Options) restartHold(cost float64) float64 {
 	h := o.RestartHold * cost
+	if !(h > 0) {
+		return 0
+	}
+	h = max(h, o.RestartHoldMin)
 	if o.RestartHoldMax > 0 {
 		h = min(h, o.RestartHoldMax)
 	}

@@ -33,23 +33,30 @@ func TestHoldDecision(t *testing.T) {
 
 func TestRestartHoldCap(t *testing.T) {
 	cases := []struct {
-		k, cap, cost, want float64
+		k, floor, cap, cost, want float64
 	}{
-		{0, 0, 60, 0},
-		{10, 0, 60, 600},
-		{10, 300, 60, 300},
-		{40, 4 * 3600, 0, 0},
+		{0, 0, 0, 60, 0},
+		{10, 0, 0, 60, 600},
+		{10, 0, 300, 60, 300},
+		{40, 0, 4 * 3600, 0, 0},
+		// The floor lifts cheap restarts' holds, never a free one's, and
+		// the cap still bounds it.
+		{40, 3600, 4 * 3600, 30, 3600},
+		{40, 3600, 4 * 3600, 180, 7200},
+		{40, 3600, 4 * 3600, 0, 0},
+		{0, 3600, 4 * 3600, 30, 0},
+		{40, 3600, 1800, 30, 1800},
 	}
 	for _, tc := range cases {
-		o := Options{RestartHold: tc.k, RestartHoldMax: tc.cap}
+		o := Options{RestartHold: tc.k, RestartHoldMin: tc.floor, RestartHoldMax: tc.cap}
 		if got := o.restartHold(tc.cost); got != tc.want {
-			t.Errorf("hold of K=%v cap %v for cost %v: %v, want %v", tc.k, tc.cap, tc.cost, got, tc.want)
+			t.Errorf("hold of K=%v floor %v cap %v for cost %v: %v, want %v", tc.k, tc.floor, tc.cap, tc.cost, got, tc.want)
 		}
 	}
 }
 
 func TestRestartOptionsChecked(t *testing.T) {
-	for _, o := range []Options{{RestartHold: -1}, {RestartHold: math.NaN()}, {RestartHoldMax: -5}, {RestartFinish: math.Inf(1)}} {
+	for _, o := range []Options{{RestartHold: -1}, {RestartHold: math.NaN()}, {RestartHoldMax: -5}, {RestartHoldMin: -1}, {RestartHoldMin: math.Inf(1)}, {RestartFinish: math.Inf(1)}} {
 		if _, err := New(cluster(servers("v100", 1, 1)), o); err == nil {
 			t.Errorf("options %+v accepted", o)
 		}

@@ -248,6 +248,14 @@ type Options struct {
 	// long the rule keeps any job on its GPUs against the priorities;
 	// 0: no cap.
 	RestartHoldMax float64
+	// RestartHoldMin is the shortest hold (seconds) of a job whose restart
+	// costs anything: H = max(RestartHold × c, RestartHoldMin), then
+	// capped. Near saturation a cheap restart repeated every few rounds
+	// still costs the cluster a few percent of its time, which queueing
+	// turns into far more average JCT; the floor bounds that loss
+	// further for cheap restarts. 0: no floor. A free restart (c = 0) is
+	// never held, so the rule stays VariantImproved's for free restarts.
+	RestartHoldMin float64
 	// RestartFinish scales the restart rule's "near its end": a job whose
 	// remaining work takes at most RestartFinish × H (the hold above)
 	// runs to its end. 0 means 1.

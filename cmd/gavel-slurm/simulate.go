@@ -60,6 +60,7 @@ type simFlags struct {
 	restartCosts   sim.RestartCosts
 	restartHold    float64
 	restartHoldMax time.Duration
+	restartHoldMin time.Duration
 	restartFinish  float64
 	// daemonStep runs the daemon's scheduling step against a simulated
 	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
@@ -197,6 +198,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		strconv.FormatFloat(rounds.DefaultRestartHold, 'g', -1, 64)+")")
 	restartHoldMax := fs.Duration("restart-hold-max", 0, "with --mechanism restart: the longest the restart rule keeps a job on its GPUs "+
 		"(0: the mechanism's default, "+(time.Duration(rounds.DefaultRestartHoldMax)*time.Second).String()+")")
+	restartHoldMin := fs.Duration("restart-hold-min", 0, "with --mechanism restart: the shortest the restart rule keeps a job whose restart "+
+		"costs anything on its GPUs (0: no floor)")
 	restartFinish := fs.Float64("restart-finish", 0, "with --mechanism restart: a job whose remaining work takes at most this many "+
 		"times its hold runs to its end (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartFinish, 'g', -1, 64)+")")
 	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")
@@ -260,6 +263,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		}
 	}
 	f.restartHold, f.restartHoldMax, f.restartFinish = *restartHold, *restartHoldMax, *restartFinish
+	f.restartHoldMin = *restartHoldMin
 	if *faithful && f.mechanism != rounds.VariantGavel {
 		return nil, errors.New("--faithful needs --mechanism gavel")
 	}
@@ -328,14 +332,16 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--preemption-overhead %v with --restart-cost %s: restarts must be shorter than --round", *overhead, f.restartCosts)
 	case f.restartHold < 0 || math.IsNaN(f.restartHold) || math.IsInf(f.restartHold, 0):
 		return nil, fmt.Errorf("--restart-hold %v: must be a finite number >= 0", f.restartHold)
+	case f.restartHoldMin < 0:
+		return nil, fmt.Errorf("--restart-hold-min %v: must be >= 0", f.restartHoldMin)
 	case f.restartHoldMax < 0:
 		return nil, fmt.Errorf("--restart-hold-max %v: must be >= 0", f.restartHoldMax)
 	case f.restartFinish < 0 || math.IsNaN(f.restartFinish) || math.IsInf(f.restartFinish, 0):
 		return nil, fmt.Errorf("--restart-finish %v: must be a finite number >= 0", f.restartFinish)
-	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
-		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish need --mechanism restart")
-	case f.daemonStep && (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartFinish != 0):
-		return nil, errors.New("--restart-hold, --restart-hold-max and --restart-finish tune the round mechanism; the daemon's step runs with the defaults")
+	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartHoldMin != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
+		return nil, errors.New("--restart-hold, --restart-hold-min, --restart-hold-max and --restart-finish need --mechanism restart")
+	case f.daemonStep && (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartHoldMin != 0 || f.restartFinish != 0):
+		return nil, errors.New("--restart-hold, --restart-hold-min, --restart-hold-max and --restart-finish tune the round mechanism; the daemon's step runs with the defaults")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)
 	case *reset < 0:
@@ -513,7 +519,7 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(), Mechanism: f.mechanism,
 		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now, Faithful: f.faithful,
-		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(),
+		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(), RestartHoldMin: f.restartHoldMin.Seconds(),
 		RestartFinish: f.restartFinish,
 	}
 	if f.estimate {

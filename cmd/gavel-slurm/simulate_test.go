@@ -41,6 +41,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 		"hold without rule":   {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "improved", "--restart-hold", "20"}, "need --mechanism restart"},
 		"negative hold":       {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold", "-1"}, "--restart-hold -1"},
 		"hold knob with step": {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold", "20", "--daemon-step"}, "daemon's step runs with the defaults"},
+		"floor without rule":  {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "improved", "--restart-hold-min", "1h"}, "need --mechanism restart"},
+		"negative floor":      {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold-min", "-1m"}, "--restart-hold-min -1m0s"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -70,6 +70,8 @@ type Config struct {
 	// (rounds.Options); 0 leaves the variant's (on for
 	// rounds.VariantRestart only).
 	RestartHold, RestartHoldMax, RestartFinish float64
+	// RestartHoldMin is rounds.Options.RestartHoldMin (0: no floor).
+	RestartHoldMin float64
 	// MaxTime is the simulated time (seconds) after which a run stops
 	// with an error instead of running on (0: ten years), so a job of
 	// absurd length cannot make a run last forever.
@@ -183,6 +185,8 @@ func (c *Config) validate() ([]string, error) {
 	case c.PreemptionOverhead+c.RestartCosts.Max() >= c.RoundSeconds:
 		return nil, fmt.Errorf("restart costs up to %v s (overhead %v s and %s): must be shorter than a round (%v s)",
 			c.PreemptionOverhead+c.RestartCosts.Max(), c.PreemptionOverhead, c.RestartCosts, c.RoundSeconds)
+	case c.RestartHoldMin < 0 || !finite(c.RestartHoldMin):
+		return nil, fmt.Errorf("shortest restart hold %v s: must be >= 0", c.RestartHoldMin)
 	case c.RestartHold < 0 || !finite(c.RestartHold) || c.RestartHoldMax < 0 || !finite(c.RestartHoldMax):
 		return nil, fmt.Errorf("restart hold %v, cap %v s: must be >= 0", c.RestartHold, c.RestartHoldMax)
 	case c.MaxTime < 0 || !finite(c.MaxTime):
