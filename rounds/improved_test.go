@@ -40,6 +40,20 @@ func TestVariantApply(t *testing.T) {
 	if got.Credit != base.Credit || got.MinResetInterval != base.MinResetInterval || len(got.TypeOrder) != len(base.TypeOrder) {
 		t.Errorf("improved changed the credit, interval or type order: %+v", got)
 	}
+	if got.RestartHold != 0 || got.RestartHoldMin != 0 {
+		t.Errorf("improved holds restarts: %+v", got)
+	}
+	// The restart variant's floor counts rounds of the caller's length;
+	// a floor the caller set stays.
+	withRound := base
+	withRound.RoundSeconds = 360
+	if got := VariantRestart.Apply(withRound); got.RestartHoldMin != DefaultRestartHoldRounds*360 || got.RestartHold != DefaultRestartHold {
+		t.Errorf("restart: hold K %v, floor %v s; want %v, %v", got.RestartHold, got.RestartHoldMin, DefaultRestartHold, DefaultRestartHoldRounds*360)
+	}
+	withRound.RestartHoldMin = 1
+	if got := VariantRestart.Apply(withRound); got.RestartHoldMin != 1 {
+		t.Errorf("restart replaced the caller's floor: %v", got.RestartHoldMin)
+	}
 }
 
 // On a cluster with idle GPUs of every type, the reference walk fills the

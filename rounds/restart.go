@@ -41,6 +41,13 @@ const (
 	// saturation, longer ones kept newcomers waiting (docs/evaluation.md,
 	// "Restarts that cost").
 	DefaultRestartHold = 40.0
+	// DefaultRestartHoldRounds is VariantRestart's RestartHoldMin in
+	// rounds: 72 minutes with 6-minute rounds. With 30 s restarts the hold
+	// K × c alone is 20 minutes, and at 5.6 jobs/h on the single-GPU trace
+	// those restarts cost 10-16% of average JCT; held at least 12 rounds
+	// they cost 2-5% (docs/evaluation.md, "The shortest hold"). Restarts
+	// of 108 s and more are held longer than that anyway.
+	DefaultRestartHoldRounds = 12.0
 	// DefaultRestartHoldMax is VariantRestart's RestartHoldMax (seconds):
 	// no restart is held for longer than 4 hours.
 	DefaultRestartHoldMax = 4 * 3600.0

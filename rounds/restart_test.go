@@ -191,16 +191,23 @@ func TestPreemptOnlyOnceTheRestartIsPaid(t *testing.T) {
 // The bound the rule keeps: whatever the costs and the work left, a job
 // that would win a GPU waits at most H (the hold of the job on it) +
 // RestartFinish × H (its run to its end) + one round more than with free
-// restarts. One V100; a runs from t = 0 and b, given the larger share,
-// arrives at t = 360.
+// restarts, with the hold H = max(K × c, floor) for a floor drawn too.
+// One V100; a runs from t = 0 and b, given the larger share, arrives at
+// t = 360.
 func TestRestartHoldWaitBounded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const k, finish = 10.0, 2.0
 	for range 50 {
 		cost := 1 + rng.Float64()*300
 		remaining := rng.Float64() * 20000 // seconds at 1 step/s, from t = 360
-		name := fmt.Sprintf("cost %.0f s, %.0f s left", cost, remaining)
-		m := mustNew(t, cluster(servers("v100", 1, 1)), restartOpts(k, 0))
+		floor := 0.0
+		if rng.IntN(2) == 0 {
+			floor = rng.Float64() * 5000
+		}
+		name := fmt.Sprintf("cost %.0f s, floor %.0f s, %.0f s left", cost, floor, remaining)
+		opts := restartOpts(k, 0)
+		opts.RestartHoldMin = floor
+		m := mustNew(t, cluster(servers("v100", 1, 1)), opts)
 		mustAdd(t, m, Job{ID: "a", ScaleFactor: 1, Throughputs: everywhere("v100"), RestartCost: cost})
 		if err := m.SetAllocation(allocation([]string{"v100"}, []string{"a"}, map[string][]float64{"a": {1}}), 0); err != nil {
 			t.Fatal(err)
@@ -213,7 +220,7 @@ func TestRestartHoldWaitBounded(t *testing.T) {
 		if err := m.SetAllocation(allocation([]string{"v100"}, []string{"a", "b"}, map[string][]float64{"a": {0.3}, "b": {0.7}}), r.now); err != nil {
 			t.Fatal(err)
 		}
-		arrived, hold := r.now, k*cost
+		arrived, hold := r.now, max(k*cost, floor)
 		bound := hold + finish*hold + r.round
 		left, ended := remaining, false
 		for {

@@ -253,9 +253,13 @@ type Options struct {
 	// capped. Near saturation a cheap restart repeated every few rounds
 	// still costs the cluster a few percent of its time, which queueing
 	// turns into far more average JCT; the floor bounds that loss
-	// further for cheap restarts. 0: no floor. A free restart (c = 0) is
+	// further for cheap restarts. 0: no floor (VariantRestart: its
+	// default, DefaultRestartHoldRounds rounds). A free restart (c = 0) is
 	// never held, so the rule stays VariantImproved's for free restarts.
 	RestartHoldMin float64
+	// RoundSeconds is the caller's round length, which VariantRestart's
+	// default floor is counted in (0: no default floor).
+	RoundSeconds float64
 	// RestartFinish scales the restart rule's "near its end": a job whose
 	// remaining work takes at most RestartFinish × H (the hold above)
 	// runs to its end. 0 means 1.
@@ -299,8 +303,9 @@ func ParseVariant(s string) (Variant, error) {
 // Apply returns o adjusted to the variant. VariantGavel returns o as it
 // is; VariantImproved keeps o's credit, type order, shuffle and FIFO rule
 // and changes only how allocations are installed and walked.
-// VariantRestart does what VariantImproved does and sets RestartHold and
-// RestartHoldMax to their defaults where o leaves them 0.
+// VariantRestart does what VariantImproved does and sets RestartHold,
+// RestartHoldMax and RestartHoldMin (DefaultRestartHoldRounds ×
+// RoundSeconds) to their defaults where o leaves them 0.
 func (v Variant) Apply(o Options) Options {
 	if v == VariantImproved || v == VariantRestart {
 		o.ReallocateOnEvents = true
@@ -314,6 +319,9 @@ func (v Variant) Apply(o Options) Options {
 		}
 		if o.RestartHoldMax == 0 {
 			o.RestartHoldMax = DefaultRestartHoldMax
+		}
+		if o.RestartHoldMin == 0 {
+			o.RestartHoldMin = DefaultRestartHoldRounds * o.RoundSeconds
 		}
 		if o.RestartFinish == 0 {
 			o.RestartFinish = DefaultRestartFinish

@@ -199,7 +199,8 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	restartHoldMax := fs.Duration("restart-hold-max", 0, "with --mechanism restart: the longest the restart rule keeps a job on its GPUs "+
 		"(0: the mechanism's default, "+(time.Duration(rounds.DefaultRestartHoldMax)*time.Second).String()+")")
 	restartHoldMin := fs.Duration("restart-hold-min", 0, "with --mechanism restart: the shortest the restart rule keeps a job whose restart "+
-		"costs anything on its GPUs (0: no floor)")
+		"costs anything on its GPUs (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartHoldRounds, 'g', -1, 64)+
+		" rounds; 1s in effect turns the floor off)")
 	restartFinish := fs.Float64("restart-finish", 0, "with --mechanism restart: a job whose remaining work takes at most this many "+
 		"times its hold runs to its end (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartFinish, 'g', -1, 64)+")")
 	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")

@@ -130,6 +130,10 @@ type Scheduler struct {
 	// the daemon measures it, unless its tag states restart=: the restart
 	// mechanism holds a job for a multiple of it.
 	DefaultRestartCost time.Duration
+	// RestartHoldMin is the shortest time the restart mechanism keeps a
+	// job whose restart costs anything on its GPUs; 0 means 12 rounds
+	// (rounds.DefaultRestartHoldRounds).
+	RestartHoldMin time.Duration
 	// DefaultGrace is how long a running job has between the preemption
 	// signal and its requeue, unless its tag asks for another value.
 	DefaultGrace time.Duration
@@ -302,6 +306,7 @@ type file struct {
 		Mechanism          *string        `toml:"mechanism"`
 		DefaultGrace       *duration.Flag `toml:"default_grace"`
 		DefaultRestart     *duration.Flag `toml:"default_restart_cost"`
+		RestartHoldMin     *duration.Flag `toml:"restart_hold_min"`
 		GraceSignal        *string        `toml:"grace_signal"`
 		DefaultPreempt     *string        `toml:"default_preempt"`
 		MinRunTime         *duration.Flag `toml:"min_run_time"`
@@ -476,6 +481,7 @@ func Parse(data []byte) (*Config, error) {
 	setString(&c.Scheduler.Mechanism, f.Scheduler.Mechanism)
 	setDuration(&c.Scheduler.DefaultGrace, f.Scheduler.DefaultGrace)
 	setDuration(&c.Scheduler.DefaultRestartCost, f.Scheduler.DefaultRestart)
+	setDuration(&c.Scheduler.RestartHoldMin, f.Scheduler.RestartHoldMin)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setDuration(&c.Scheduler.RefillPoll, f.Scheduler.RefillPoll)
 	if f.Scheduler.ShareOffPartitions != nil {
@@ -806,6 +812,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := rounds.ParseVariant(c.Scheduler.Mechanism); err != nil {
 		bad("scheduler.mechanism", "%q is not one of \"improved\", \"restart\", \"gavel\"", c.Scheduler.Mechanism)
+	}
+	if c.Scheduler.RestartHoldMin < 0 {
+		bad("scheduler.restart_hold_min", "%s is negative", c.Scheduler.RestartHoldMin)
 	}
 	if c.Scheduler.DefaultRestartCost < 0 {
 		bad("scheduler.default_restart_cost", "%s is negative", c.Scheduler.DefaultRestartCost)

@@ -47,12 +47,13 @@ round = "360"
 min_reset_interval = 0.5
 default_grace = "01:30"
 default_restart_cost = "3m"
+restart_hold_min = "1:30:00"
 min_run_time = "1-00"
 `,
 			check: func(t *testing.T, c *Config) {
 				got := []time.Duration{c.Slurm.ReadTimeout, c.Scheduler.Round, c.Scheduler.MinResetInterval,
-					c.Scheduler.DefaultGrace, c.Scheduler.DefaultRestartCost, c.Scheduler.MinRunTime}
-				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 3 * time.Minute, 24 * time.Hour}
+					c.Scheduler.DefaultGrace, c.Scheduler.DefaultRestartCost, c.Scheduler.RestartHoldMin, c.Scheduler.MinRunTime}
+				want := []time.Duration{90 * time.Second, 6 * time.Minute, 500 * time.Millisecond, 90 * time.Second, 3 * time.Minute, 90 * time.Minute, 24 * time.Hour}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("durations %v, want %v", got, want)
 				}
@@ -267,6 +268,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"max grace zero":           {"[limits]\nmax_grace = \"0s\"", "limits.max_grace"},
 		"max restart zero":         {"[limits]\nmax_restart = \"0s\"", "limits.max_restart"},
 		"negative restart cost":    {"[scheduler]\ndefault_restart_cost = \"-5s\"", "scheduler.default_restart_cost"},
+		"negative hold floor":      {"[scheduler]\nrestart_hold_min = \"-5s\"", "scheduler.restart_hold_min"},
 		"max grace bad":            {"[limits]\nmax_grace = \"long\"", "limits.max_grace"},
 		"unknown class":            {"[limits]\nallowed_classes = [\"urgent\"]", "limits.allowed_classes"},
 		"unknown preempt mode":     {"[limits]\nallowed_preempt = [\"kill\"]", "limits.allowed_preempt"},
@@ -533,7 +535,7 @@ func TestShippedExampleParses(t *testing.T) {
 	for _, key := range []string{"rest_url", "api_version", "token_file", "user", "partitions", "scontrol",
 		"gpu_types", "cost_per_gpu_hour", "throughputs", "policy", "round", "min_reset_interval", "mechanism",
 		"default_grace", "grace_signal", "default_preempt", "min_run_time", "dry_run", "state_dir", "listen", "log_level", "standby",
-		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "max_restart", "default_restart_cost", "allowed_classes", "allowed_preempt",
+		"allow_insecure_http", "[limits]", "max_weight", "max_grace", "max_restart", "default_restart_cost", "restart_hold_min", "allowed_classes", "allowed_preempt",
 		"[limits.partition.", "[entities]", "from", "account_map", "allow_tag_entity", "[weights]", "[weights.account]",
 		"[weights.qos]", "allow_tag_weight", "collector_token_dir", "collector_queue_bytes", "collector_node_bytes",
 		"collector_tls_cert", "collector_tls_key"} {

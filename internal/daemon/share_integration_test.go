@@ -104,6 +104,8 @@ min_run_time = "30s"
 default_preempt = "checkpoint"
 default_grace = "2s"
 default_restart_cost = "1s"
+# These rounds last seconds: no floor of 12 rounds on the hold.
+restart_hold_min = "1s"
 [daemon]
 state_dir = %q
 listen = %q

@@ -64,6 +64,8 @@ func (c *Core) syncCluster(servers []rounds.Server, now float64) error {
 		opts := rounds.ForTraits(c.pol.Traits(), c.shuffle)
 		opts.Credit = c.set.Round.Seconds() / 2
 		opts.MinResetInterval = c.set.MinResetInterval.Seconds()
+		opts.RoundSeconds = c.set.Round.Seconds()
+		opts.RestartHoldMin = c.set.RestartHoldMin.Seconds()
 		// A job that arrives between resets competes with priority 0
 		// rather than leaving its GPUs idle: on a real cluster idle GPUs
 		// cost more than a slightly unfair round.

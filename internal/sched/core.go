@@ -53,6 +53,10 @@ type Settings struct {
 	// DefaultRestart is what a restart costs a job that has not been
 	// measured and whose tag states none (restartcost.go).
 	DefaultRestart time.Duration
+	// RestartHoldMin is the restart mechanism's shortest hold of a job
+	// whose restart costs anything (0: rounds.DefaultRestartHoldRounds
+	// rounds).
+	RestartHoldMin time.Duration
 	// GraceSignal is the signal name sent when a grace period starts.
 	GraceSignal string
 	// DefaultPreempt is how jobs whose tag names no preempt= mode take

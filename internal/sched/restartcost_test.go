@@ -86,20 +86,25 @@ func TestRestartCostsReachTheMechanism(t *testing.T) {
 		maxRestart time.Duration
 		done       int64
 		wantKept   bool
+		holdMin    time.Duration
 	}{
-		"improved ignores the cost":        {rounds.VariantImproved, tag + " restart=3m", 0, 0, 0, false},
-		"tag's cost holds the job":         {rounds.VariantRestart, tag + " restart=3m", 0, 0, 0, true},
-		"default cost holds the job":       {rounds.VariantRestart, tag, 3 * time.Minute, 0, 0, true},
-		"free restart holds nothing":       {rounds.VariantRestart, tag, 0, 0, 0, false},
-		"site limit caps the tag's cost":   {rounds.VariantRestart, tag + " restart=3m", 0, time.Second, 0, false},
-		"a job near its end finishes":      {rounds.VariantRestart, tag + " restart=1s", 0, 0, 99_999, true},
-		"a job far from its end is moved":  {rounds.VariantRestart, tag + " restart=1s", 0, 0, 10, false},
-		"near its end without steps known": {rounds.VariantRestart, "gavel: model=resnet50-bs64 restart=1s", 0, 0, 99_999, false},
+		"improved ignores the cost":        {rounds.VariantImproved, tag + " restart=3m", 0, 0, 0, false, 0},
+		"tag's cost holds the job":         {rounds.VariantRestart, tag + " restart=3m", 0, 0, 0, true, 0},
+		"default cost holds the job":       {rounds.VariantRestart, tag, 3 * time.Minute, 0, 0, true, 0},
+		"free restart holds nothing":       {rounds.VariantRestart, tag, 0, 0, 0, false, 0},
+		"site limit caps the tag's cost":   {rounds.VariantRestart, tag + " restart=3m", 0, time.Second, 0, false, 0},
+		"a job near its end finishes":      {rounds.VariantRestart, tag + " restart=1s", 0, 0, 99_999, true, 0},
+		"a job far from its end is moved":  {rounds.VariantRestart, tag + " restart=1s", 0, 0, 10, false, 0},
+		"near its end without steps known": {rounds.VariantRestart, "gavel: model=resnet50-bs64 restart=1s", 0, 0, 99_999, false, 0},
+		// The default floor, 12 rounds (4 minutes here), is past before
+		// round 30; a site's floor of 15 minutes is not.
+		"the site's floor holds a cheap restart": {rounds.VariantRestart, tag + " restart=1s", 0, 0, 10, true, 15 * time.Minute},
+		"a free restart is never held":           {rounds.VariantRestart, tag, 0, 0, 0, false, 15 * time.Minute},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			set := settings()
-			set.Mechanism, set.DefaultRestart = tc.mechanism, tc.defaultC
+			set.Mechanism, set.DefaultRestart, set.RestartHoldMin = tc.mechanism, tc.defaultC, tc.holdMin
 			if tc.maxRestart > 0 {
 				set.Rules = siterules.Rules{Limits: siterules.Limits{MaxRestart: tc.maxRestart}}
 			}

@@ -70,7 +70,8 @@ type Config struct {
 	// (rounds.Options); 0 leaves the variant's (on for
 	// rounds.VariantRestart only).
 	RestartHold, RestartHoldMax, RestartFinish float64
-	// RestartHoldMin is rounds.Options.RestartHoldMin (0: no floor).
+	// RestartHoldMin is rounds.Options.RestartHoldMin (0: the variant's,
+	// rounds.DefaultRestartHoldRounds rounds for rounds.VariantRestart).
 	RestartHoldMin float64
 	// MaxTime is the simulated time (seconds) after which a run stops
 	// with an error instead of running on (0: ten years), so a job of

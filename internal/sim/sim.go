@@ -152,7 +152,7 @@ func Run(cfg Config, src Source) (*Result, error) {
 	opts.Credit = cfg.RoundSeconds / 2
 	opts.MinResetInterval = cfg.MinResetInterval
 	opts.RestartHold, opts.RestartHoldMax, opts.RestartFinish = cfg.RestartHold, cfg.RestartHoldMax, cfg.RestartFinish
-	opts.RestartHoldMin = cfg.RestartHoldMin
+	opts.RestartHoldMin, opts.RoundSeconds = cfg.RestartHoldMin, cfg.RoundSeconds
 	opts = cfg.Mechanism.Apply(opts)
 	s.restartRule = opts.RestartHold > 0
 	if s.mech, err = rounds.New(cfg.servers(types), opts); err != nil {
