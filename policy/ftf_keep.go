@@ -1,0 +1,114 @@
+package policy
+
+import (
+	"math"
+	"slices"
+)
+
+// keepRunningSlack is how far above the optimal max ρ (relative) the
+// allocation keepRunningFTF picks may go: enough to leave the LP an
+// interior to choose from despite the search's tolerance, too little for
+// any job to notice.
+const keepRunningSlack = 1e-4
+
+// keepRunningFTF replaces the optimal allocation a of a finish-time
+// fairness policy by another optimal one, chosen for a mechanism that
+// pays for every restart (Options.KeepRunning).
+//
+// The policy fixes only the largest ρ: every job's effective throughput
+// must reach c_j(ρ*) = R_j / (ρ*·D_j − t_j), and the rest of the cluster
+// may go to any job. The vertex the search ends on hands that rest to a
+// few jobs, and which ones changes from one event to the next, so a
+// mechanism that follows it restarts jobs at every event; with free
+// restarts that costs nothing. Among the allocations that keep every
+// ρ_j ≤ ρ*·(1 + keepRunningSlack), this one maximizes
+//
+//	Σ_j eff_j / c_j  +  Σ_{j running on w} x_jw,
+//
+// the jobs' throughput in units of what each needs (so no job's share of
+// the rest depends on its speed's scale) plus the time of each running
+// job on the type it runs on, worth as much as a job's whole need: the
+// rest of the cluster goes first to the jobs already running, where they
+// run. a keeps its vertex when the LP fails.
+func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc) {
+	if len(a.Rows) < len(p.Jobs) {
+		return
+	}
+	shares := NewIsolatedShares(p)
+	types := p.Types()
+	if !slices.Equal(types, a.Types) {
+		return
+	}
+	type active struct {
+		row                       int
+		since, remaining, isoTime float64
+	}
+	var acts []active
+	rho := 0.0
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
+			return // rows not in problem order: leave the allocation alone
+		}
+		share := shares.Share(j)
+		iso, eff := 0.0, 0.0
+		for k, t := range types {
+			iso += tput(j, t) * share[k]
+			eff += tput(j, t) * a.Rows[i].Fractions[k]
+		}
+		if j.StepsRemaining <= 0 {
+			if r := themisRho(j.TimeSinceStart, 0, 1, j.IsolatedTime, iso); !math.IsNaN(r) {
+				rho = math.Max(rho, r)
+			}
+			continue
+		}
+		if !(iso > 0) || !(eff > 0) {
+			continue // runs nowhere, or no allocation changes its ρ
+		}
+		ac := active{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, isoTime: j.IsolatedTime + j.StepsRemaining/iso}
+		rho = math.Max(rho, (ac.since+ac.remaining/eff)/ac.isoTime)
+		acts = append(acts, ac)
+	}
+	if len(acts) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
+		return
+	}
+	b, err := newPlacementLP(p, tput, false)
+	if err != nil {
+		return
+	}
+	target := rho * (1 + keepRunningSlack)
+	for _, ac := range acts {
+		slack := target*ac.isoTime - ac.since
+		if !(slack > 0) {
+			return
+		}
+		need := ac.remaining / slack
+		b.effectiveRow(ac.row, nil, nil, need, Inf)
+		b.addThroughputObjective(ac.row, 1/need)
+	}
+	for i := range p.Jobs {
+		on := p.Jobs[i].RunningOn
+		if on == "" {
+			continue
+		}
+		for k, t := range types {
+			if c := b.units[i].cols[k]; t == on && c >= 0 {
+				b.lp.SetObjective(c, b.lp.obj[c]+1)
+			}
+		}
+	}
+	b.lp.Maximize()
+	res, err := b.lp.Solve()
+	if err != nil {
+		return
+	}
+	kept := b.allocation(p, a.Policy, res.X)
+	if len(kept.Rows) != len(a.Rows) {
+		return
+	}
+	a.Rows = kept.Rows
+	noteLP(&a.Stats, b.lp)
+	if obj, err := MaxFinishTimeFairness(p, a); err == nil {
+		a.Objective = obj
+	}
+}
