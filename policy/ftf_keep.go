@@ -11,26 +11,29 @@ import (
 // any job to notice.
 const keepRunningSlack = 1e-4
 
-// keepRunningFTF replaces the optimal allocation a of a finish-time
-// fairness policy by another optimal one, chosen for a mechanism that
-// pays for every restart (Options.KeepRunning).
+// keepRunningFTF replaces the optimal allocation a of
+// finish_time_fairness_perf by another optimal one, chosen for a
+// mechanism that pays for every restart (Options.KeepRunning).
 //
 // The policy fixes only the largest ρ: every job's effective throughput
 // must reach c_j(ρ*) = R_j / (ρ*·D_j − t_j), and the rest of the cluster
 // may go to any job. The vertex the search ends on hands that rest to a
 // few jobs, and which ones changes from one event to the next, so a
 // mechanism that follows it restarts jobs at every event; with free
-// restarts that costs nothing. Among the allocations that keep every
-// ρ_j ≤ ρ*·(1 + keepRunningSlack), this one maximizes
+// restarts that costs nothing. This choice keeps each job's ρ_j at most
+// ρ_j^v + room·(ρ* − ρ_j^v), ρ_j^v its ρ at the vertex (room 0: no job
+// worse off than the policy's own answer, room 1: any job up to the
+// optimum's max), and among those allocations maximizes
 //
 //	Σ_j eff_j / c_j  +  Σ_{j running on w} x_jw,
 //
-// the jobs' throughput in units of what each needs (so no job's share of
-// the rest depends on its speed's scale) plus the time of each running
-// job on the type it runs on, worth as much as a job's whole need: the
-// rest of the cluster goes first to the jobs already running, where they
-// run. a keeps its vertex when the LP fails.
-func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc) {
+// with c_j the throughput job j needs at its bound: the jobs' throughput
+// in units of what each needs (so no job's share of what is left depends
+// on its speed's scale) plus the time of each running job on the type it
+// runs on, worth as much as a job's whole need. What the bounds leave
+// goes first to the jobs already running, where they run. a keeps its
+// vertex when the LP fails.
+func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc, room float64) {
 	if len(a.Rows) < len(p.Jobs) {
 		return
 	}
@@ -40,8 +43,8 @@ func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc) {
 		return
 	}
 	type active struct {
-		row                       int
-		since, remaining, isoTime float64
+		row                            int
+		since, remaining, isoTime, rho float64
 	}
 	var acts []active
 	rho := 0.0
@@ -66,7 +69,8 @@ func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc) {
 			continue // runs nowhere, or no allocation changes its ρ
 		}
 		ac := active{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, isoTime: j.IsolatedTime + j.StepsRemaining/iso}
-		rho = math.Max(rho, (ac.since+ac.remaining/eff)/ac.isoTime)
+		ac.rho = (ac.since + ac.remaining/eff) / ac.isoTime
+		rho = math.Max(rho, ac.rho)
 		acts = append(acts, ac)
 	}
 	if len(acts) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
@@ -78,7 +82,8 @@ func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc) {
 	}
 	target := rho * (1 + keepRunningSlack)
 	for _, ac := range acts {
-		slack := target*ac.isoTime - ac.since
+		bound := math.Max(ac.rho*(1+keepRunningSlack), ac.rho+room*(target-ac.rho))
+		slack := bound*ac.isoTime - ac.since
 		if !(slack > 0) {
 			return
 		}

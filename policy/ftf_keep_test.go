@@ -19,6 +19,59 @@ func keepRunningProblem() *Problem {
 	}}
 }
 
+// jobRhos is every job's ρ under a, at the jobs' own rates.
+func jobRhos(p *Problem, a *Allocation) []float64 {
+	shares := NewIsolatedShares(p)
+	out := make([]float64, len(p.Jobs))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		eff := 0.0
+		for k, ty := range a.Types {
+			eff += j.Throughput(ty) * a.Rows[i].Fractions[k]
+		}
+		out[i] = (j.TimeSinceStart + j.StepsRemaining/eff) / (j.IsolatedTime + j.StepsRemaining/shares.Throughput(j))
+	}
+	return out
+}
+
+// With room 0 no job's ρ rises above the vertex's; with room 1 jobs may
+// rise to the max ρ, and the running ones keep more of their time.
+func TestKeepRunningRoom(t *testing.T) {
+	p := keepRunningProblem()
+	vertexPol, _ := New("finish_time_fairness_perf", Options{})
+	vertex, _ := vertexPol.Allocate(p)
+	vr := jobRhos(p, vertex)
+	kept := map[float64]*Allocation{}
+	for _, room := range []float64{0, 1} {
+		pol, _ := New("finish_time_fairness_perf", Options{KeepRunning: true, KeepRunningRoom: room})
+		a, err := pol.Allocate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept[room] = a
+		for i, r := range jobRhos(p, a) {
+			if room == 0 && r > vr[i]*(1+2*keepRunningSlack) {
+				t.Errorf("room 0: %s's ρ %v above the vertex's %v", p.Jobs[i].ID, r, vr[i])
+			}
+			if r > vertex.Objective*(1+2*keepRunningSlack) {
+				t.Errorf("room %v: %s's ρ %v above the optimum %v", room, p.Jobs[i].ID, r, vertex.Objective)
+			}
+		}
+	}
+	held := func(a *Allocation) float64 {
+		sum := 0.0
+		for i, j := range p.Jobs {
+			if k := slices.Index(a.Types, j.RunningOn); k >= 0 {
+				sum += a.Rows[i].Fractions[k]
+			}
+		}
+		return sum
+	}
+	if held(kept[1]) < held(kept[0])-1e-6 {
+		t.Errorf("running jobs keep %v of their time with room 1, %v with room 0", held(kept[1]), held(kept[0]))
+	}
+}
+
 // With KeepRunning finish_time_fairness_perf stays optimal (max ρ
 // within keepRunningSlack), give every job at least what it needs at that
 // optimum, and among such allocations keep the running jobs' time on the

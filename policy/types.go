@@ -215,6 +215,10 @@ type Options struct {
 	// keepRunningFTF). The vertex the solver returns otherwise is as
 	// optimal, but moves time between jobs at every event.
 	KeepRunning bool
+	// KeepRunningRoom is how far KeepRunning may raise a job's ρ from the
+	// vertex's toward the optimal max ρ, in [0, 1] (keepRunningFTF): 0
+	// leaves no job worse off than the vertex does.
+	KeepRunningRoom float64
 	// AgnosticUnusableTypes reproduces a flaw of Gavel's agnostic
 	// policies: max_min_fairness sets every job's throughput to 1 on every
 	// type, and finish_time_fairness to the job's V100 rate, also where the

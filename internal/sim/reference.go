@@ -65,6 +65,7 @@ func (c *Config) policyOptions() policy.Options {
 		FIFOZeroRates:   c.faithful(),
 		InteriorOptimum: c.referenceMechanism(),
 		KeepRunning:     c.keepRunning(),
+		KeepRunningRoom: c.KeepRunningRoom,
 		// Gavel's agnostic LAS counts every type as usable, and its aware
 		// LAS keeps a fraction on every type as a variable.
 		AgnosticUnusableTypes: c.faithful(),
