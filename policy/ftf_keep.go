@@ -82,7 +82,10 @@ func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc, room float64
 	}
 	target := rho * (1 + keepRunningSlack)
 	for _, ac := range acts {
-		bound := math.Max(ac.rho*(1+keepRunningSlack), ac.rho+room*(target-ac.rho))
+		// No slack at room 0: a relative slack on ρ_j is seconds of a
+		// job's whole expected time, which for a job near its end is
+		// most of what it has left, and it would lose its GPUs for it.
+		bound := ac.rho + room*(target-ac.rho)
 		slack := bound*ac.isoTime - ac.since
 		if !(slack > 0) {
 			return
