@@ -52,7 +52,8 @@ func init() {
 		return &ftfPolicy{name: "finish_time_fairness", agnostic: true, interior: o.InteriorOptimum, unusable: o.AgnosticUnusableTypes}
 	})
 	register("finish_time_fairness_perf", func(o Options) Policy {
-		return &ftfPolicy{name: "finish_time_fairness_perf", interior: o.InteriorOptimum}
+		return &ftfPolicy{name: "finish_time_fairness_perf", interior: o.InteriorOptimum, keepRunning: o.KeepRunning,
+			keepRoom: min(max(o.KeepRunningRoom, 0), 1)}
 	})
 	register("finish_time_fairness_packed", func(Options) Policy {
 		return &ftfPolicy{name: "finish_time_fairness_packed", packed: true}
@@ -75,6 +76,10 @@ type ftfPolicy struct {
 	// unusable gives the agnostic policy's jobs their reference rate also
 	// on the types where they cannot run (Options.AgnosticUnusableTypes).
 	unusable bool
+	// keepRunning picks the optimum for a mechanism that pays for
+	// restarts (Options.KeepRunning, keepRunningFTF).
+	keepRunning bool
+	keepRoom    float64
 }
 
 func (pol *ftfPolicy) Name() string { return pol.name }
@@ -102,6 +107,9 @@ func (pol *ftfPolicy) Allocate(p *Problem) (*Allocation, error) {
 		return nil, fmt.Errorf("%s: %w", pol.name, err)
 	}
 	a.Stats.Classes = len(p.Jobs) // no aggregation: one LP row per job
+	if pol.keepRunning && !pol.packed {
+		keepRunningFTF(p, a, tput, pol.keepRoom)
+	}
 	if pol.interior && !pol.packed {
 		centerFTF(p, a, tput)
 	}

@@ -30,6 +30,9 @@ type Problem struct {
 // Job is one training job as the policies see it.
 type Job struct {
 	ID string `json:"id"`
+	// RunningOn is the GPU type the job runs on now, "" while it waits
+	// (Options.KeepRunning).
+	RunningOn string `json:"running_on,omitempty"`
 	// Throughputs is the job's whole-job step rate (steps/s at its scale
 	// factor) on each GPU type; 0 or missing means it cannot run there.
 	Throughputs map[string]float64 `json:"throughputs"`
@@ -204,6 +207,18 @@ type Options struct {
 	// (see center.go). Both are optimal; which one is installed changes
 	// which jobs the round mechanism runs where.
 	InteriorOptimum bool
+	// KeepRunning makes finish_time_fairness_perf choose, among
+	// the allocations within a hair of the optimal max ρ, the one that
+	// leaves the jobs the most normalized throughput and keeps the
+	// running ones' time on the type they run on (Job.RunningOn): the
+	// optimum a mechanism that pays for restarts should be given (see
+	// keepRunningFTF). The vertex the solver returns otherwise is as
+	// optimal, but moves time between jobs at every event.
+	KeepRunning bool
+	// KeepRunningRoom is how far KeepRunning may raise a job's ρ from the
+	// vertex's toward the optimal max ρ, in [0, 1] (keepRunningFTF): 0
+	// leaves no job worse off than the vertex does.
+	KeepRunningRoom float64
 	// AgnosticUnusableTypes reproduces a flaw of Gavel's agnostic
 	// policies: max_min_fairness sets every job's throughput to 1 on every
 	// type, and finish_time_fairness to the job's V100 rate, also where the

@@ -61,6 +61,7 @@ type simFlags struct {
 	restartHold    float64
 	restartHoldMax time.Duration
 	restartHoldMin time.Duration
+	keepRoom       float64
 	restartFinish  float64
 	// daemonStep runs the daemon's scheduling step against a simulated
 	// Slurm (internal/sim/stepsim) instead of the round mechanism alone.
@@ -201,6 +202,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 	restartHoldMin := fs.Duration("restart-hold-min", 0, "with --mechanism restart: the shortest the restart rule keeps a job whose restart "+
 		"costs anything on its GPUs (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartHoldRounds, 'g', -1, 64)+
 		" rounds; 1s in effect turns the floor off)")
+	keepRoom := fs.Float64("keep-running-room", 0, "with --mechanism restart and restarts that cost: how far finish_time_fairness_perf's "+
+		"choice among its optimal allocations may raise a job's ρ from the solver's answer toward the optimal max ρ, to keep running jobs "+
+		"where they run (0: no job worse off; 1: up to the max)")
 	restartFinish := fs.Float64("restart-finish", 0, "with --mechanism restart: a job whose remaining work takes at most this many "+
 		"times its hold runs to its end (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartFinish, 'g', -1, 64)+")")
 	minRun := fs.Duration("min-run-time", 0, "least time a job runs after a start before it may be preempted (the daemon's scheduler.min_run_time; 0: any round may move it)")
@@ -264,7 +268,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		}
 	}
 	f.restartHold, f.restartHoldMax, f.restartFinish = *restartHold, *restartHoldMax, *restartFinish
-	f.restartHoldMin = *restartHoldMin
+	f.restartHoldMin, f.keepRoom = *restartHoldMin, *keepRoom
 	if *faithful && f.mechanism != rounds.VariantGavel {
 		return nil, errors.New("--faithful needs --mechanism gavel")
 	}
@@ -333,6 +337,12 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--preemption-overhead %v with --restart-cost %s: restarts must be shorter than --round", *overhead, f.restartCosts)
 	case f.restartHold < 0 || math.IsNaN(f.restartHold) || math.IsInf(f.restartHold, 0):
 		return nil, fmt.Errorf("--restart-hold %v: must be a finite number >= 0", f.restartHold)
+	case !(f.keepRoom >= 0 && f.keepRoom <= 1):
+		return nil, fmt.Errorf("--keep-running-room %v: must be within [0, 1]", f.keepRoom)
+	case f.keepRoom != 0 && f.mechanism != rounds.VariantRestart:
+		return nil, errors.New("--keep-running-room needs --mechanism restart")
+	case f.keepRoom != 0 && f.daemonStep:
+		return nil, errors.New("--keep-running-room tunes the round mechanism's policy; the daemon's step runs with the defaults")
 	case f.restartHoldMin < 0:
 		return nil, fmt.Errorf("--restart-hold-min %v: must be >= 0", f.restartHoldMin)
 	case f.restartHoldMax < 0:
@@ -520,7 +530,7 @@ func (f *simFlags) simConfig(table *throughputs.Table, policyName string, seed i
 		Seed: seed, RoundSeconds: f.round.Seconds(), MinResetInterval: f.resetInterval.Seconds(), Mechanism: f.mechanism,
 		PreemptionOverhead: f.overhead.Seconds(), MinRunTime: f.minRunTime.Seconds(), FirstMeasured: f.window[0], EndMeasured: f.window[1],
 		MaxActive: f.maxActive, Costs: f.prices, Clock: time.Now, Faithful: f.faithful,
-		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(), RestartHoldMin: f.restartHoldMin.Seconds(),
+		RestartCosts: f.restartCosts, RestartHold: f.restartHold, RestartHoldMax: f.restartHoldMax.Seconds(), RestartHoldMin: f.restartHoldMin.Seconds(), KeepRunningRoom: f.keepRoom,
 		RestartFinish: f.restartFinish,
 	}
 	if f.estimate {

@@ -43,6 +43,8 @@ func TestSimulateFlagErrors(t *testing.T) {
 		"hold knob with step": {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold", "20", "--daemon-step"}, "daemon's step runs with the defaults"},
 		"floor without rule":  {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "improved", "--restart-hold-min", "1h"}, "need --mechanism restart"},
 		"negative floor":      {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--restart-hold-min", "-1m"}, "--restart-hold-min -1m0s"},
+		"room without rule":   {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "improved", "--keep-running-room", "0.5"}, "needs --mechanism restart"},
+		"room above one":      {[]string{"--rate", "1", "--jobs", "3", "--mechanism", "restart", "--keep-running-room", "2"}, "must be within [0, 1]"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

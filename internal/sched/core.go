@@ -304,7 +304,7 @@ func (c *Core) RestoreState(s State) {
 // NewCore returns a core for the settings; est gives the throughputs of
 // tagged models (TableEstimator for the reference table).
 func NewCore(set Settings, est Estimator) (*Core, error) {
-	pol, err := policy.New(set.Policy, policy.Options{Seed: set.Seed})
+	pol, err := policy.New(set.Policy, policyOptions(set))
 	if err != nil {
 		return nil, fmt.Errorf("scheduler.policy: %w", err)
 	}

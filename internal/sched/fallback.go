@@ -59,7 +59,7 @@ func (c *Core) reallocate(snap *bridge.Snapshot, now time.Time, solve Solver) er
 		// A policy that keeps state between rounds (finish-time fairness
 		// keeps its LP's basis) may have been left half-way by the panic:
 		// the next attempt starts from a fresh one.
-		if fresh, err := policy.New(c.set.Policy, policy.Options{Seed: c.set.Seed}); err == nil {
+		if fresh, err := policy.New(c.set.Policy, policyOptions(c.set)); err == nil {
 			c.pol = fresh
 		}
 	}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 	"math"
 	"time"
 
@@ -25,6 +26,8 @@ type JobInput struct {
 	Entity   string
 	// IsolatedTime is Themis' C_i.
 	IsolatedTime float64
+	// RunningOn is the GPU type the job runs on now, "" while it waits.
+	RunningOn string
 }
 
 // BuildProblem is the policy's input for jobs at time now on a cluster
@@ -45,7 +48,7 @@ func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jo
 		since := now - in.Arrival
 		job := policy.Job{ID: in.ID, Throughputs: rates, ScaleFactor: in.ScaleFactor, Weight: weight,
 			StepsRemaining: in.StepsRemaining, TimeSinceStart: since, Arrival: in.Arrival,
-			IsolatedTime: in.IsolatedTime, Entity: in.Entity}
+			IsolatedTime: in.IsolatedTime, Entity: in.Entity, RunningOn: in.RunningOn}
 		if in.Deadline > 0 {
 			job.SLO = math.Max(in.Deadline-now, 1)
 		}
@@ -123,6 +126,12 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 			costs[t] = v
 		}
 	}
+	runningOn := map[string]string{}
+	if c.keepRunning() {
+		for _, a := range c.running(snap, now) {
+			runningOn[a.Key] = a.Type
+		}
+	}
 	var jobs []JobInput
 	for _, key := range c.order {
 		js := c.jobs[key]
@@ -133,7 +142,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		// the job's time in the system is the best available stand-in.
 		in := JobInput{ID: js.name, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
 			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(c.stepsRemaining(js)),
-			IsolatedTime: now.Sub(js.firstSeen).Seconds()}
+			IsolatedTime: now.Sub(js.firstSeen).Seconds(), RunningOn: runningOn[js.name]}
 		if js.tag.SLO > 0 {
 			in.Deadline = seconds(js.firstSeen.Add(js.tag.SLO))
 		}
@@ -147,3 +156,15 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 	}
 	return p
 }
+
+// policyOptions are the options the daemon's policy is built with. Under
+// the restart mechanism every restart costs something (the default cost
+// until one is measured), so the finish-time fairness policies are asked
+// for the optimum that keeps running jobs where they run
+// (policy.Options.KeepRunning).
+func policyOptions(set Settings) policy.Options {
+	return policy.Options{Seed: set.Seed, KeepRunning: set.Mechanism == rounds.VariantRestart}
+}
+
+// keepRunning reports whether the policy is told where jobs run.
+func (c *Core) keepRunning() bool { return c.set.Mechanism == rounds.VariantRestart }

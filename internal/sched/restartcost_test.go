@@ -8,6 +8,7 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
+	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
@@ -210,6 +211,50 @@ func TestRestartCostIsMeasuredFromProgressAfterARestart(t *testing.T) {
 				if r.JobID == "1" && time.Duration(r.RestartCostS*float64(time.Second)) != tc.want {
 					t.Errorf("after a restart the record keeps %gs, want %s", r.RestartCostS, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// Under the restart mechanism the policy is told where each job runs and
+// asked for the optimum that keeps running jobs there
+// (policy.Options.KeepRunning); the other mechanisms tell it nothing.
+func TestRestartMechanismTellsThePolicyWhereJobsRun(t *testing.T) {
+	for _, tc := range []struct {
+		mechanism rounds.Variant
+		want      string
+	}{
+		{rounds.VariantRestart, "v100"},
+		{rounds.VariantImproved, ""},
+	} {
+		t.Run(string(tc.mechanism), func(t *testing.T) {
+			set := settings()
+			set.Mechanism, set.Policy = tc.mechanism, "finish_time_fairness_perf"
+			if got := policyOptions(set).KeepRunning; got != (tc.want != "") {
+				t.Errorf("KeepRunning %v", got)
+			}
+			c := restartCore(t, set, restartEstimator{})
+			var seen *policy.Problem
+			capture := func(p *policy.Problem) (*policy.Allocation, error) {
+				seen = p
+				return c.Solve(p)
+			}
+			nodes := []bridge.Node{node("a1", "v100", 1, 1)}
+			now := epoch.Add(c.set.Round)
+			one := running(1, tag, "a1", "v100", 0)
+			one.StartTime = epoch
+			if res := step(c, snapshot(t, now, nodes, one, pending(2, tag)), now, capture); res.Skipped != "" {
+				t.Fatalf("round skipped: %s", res.Skipped)
+			}
+			if seen == nil {
+				t.Fatal("the policy was not asked")
+			}
+			on := map[string]string{}
+			for _, j := range seen.Jobs {
+				on[j.ID] = j.RunningOn
+			}
+			if len(on) != 2 || on["1"] != tc.want || on["2"] != "" {
+				t.Errorf("running types handed to the policy: %v, want job 1 on %q and job 2 nowhere", on, tc.want)
 			}
 		})
 	}

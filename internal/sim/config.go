@@ -70,6 +70,10 @@ type Config struct {
 	// (rounds.Options); 0 leaves the variant's (on for
 	// rounds.VariantRestart only).
 	RestartHold, RestartHoldMax, RestartFinish float64
+	// KeepRunningRoom is policy.Options.KeepRunningRoom, for the restart
+	// mechanism's finish_time_fairness_perf (0: no job's ρ above the
+	// vertex's).
+	KeepRunningRoom float64
 	// RestartHoldMin is rounds.Options.RestartHoldMin (0: the variant's,
 	// rounds.DefaultRestartHoldRounds rounds for rounds.VariantRestart).
 	RestartHoldMin float64
@@ -186,6 +190,8 @@ func (c *Config) validate() ([]string, error) {
 	case c.PreemptionOverhead+c.RestartCosts.Max() >= c.RoundSeconds:
 		return nil, fmt.Errorf("restart costs up to %v s (overhead %v s and %s): must be shorter than a round (%v s)",
 			c.PreemptionOverhead+c.RestartCosts.Max(), c.PreemptionOverhead, c.RestartCosts, c.RoundSeconds)
+	case !(c.KeepRunningRoom >= 0 && c.KeepRunningRoom <= 1):
+		return nil, fmt.Errorf("keep-running room %v: must be within [0, 1]", c.KeepRunningRoom)
 	case c.RestartHoldMin < 0 || !finite(c.RestartHoldMin):
 		return nil, fmt.Errorf("shortest restart hold %v s: must be >= 0", c.RestartHoldMin)
 	case c.RestartHold < 0 || !finite(c.RestartHold) || c.RestartHoldMax < 0 || !finite(c.RestartHoldMax):

@@ -64,6 +64,8 @@ func (c *Config) policyOptions() policy.Options {
 		FIFODropDraws:   c.fifoDropDraws(),
 		FIFOZeroRates:   c.faithful(),
 		InteriorOptimum: c.referenceMechanism(),
+		KeepRunning:     c.keepRunning(),
+		KeepRunningRoom: c.KeepRunningRoom,
 		// Gavel's agnostic LAS counts every type as usable, and its aware
 		// LAS keeps a fraction on every type as a variable.
 		AgnosticUnusableTypes: c.faithful(),
@@ -136,4 +138,12 @@ func (s *simulator) isoView(j *job) map[string]float64 {
 		return j.seen
 	}
 	return policy.AgnosticRates(s.cfg.GPUs, j.seen, s.cfg.faithful())
+}
+
+// keepRunning reports whether the policy is asked for the optimum that
+// keeps running jobs where they run (policy.Options.KeepRunning): under
+// the restart mechanism, when restarts cost anything. With free restarts
+// that mechanism is the improved one, and so is its policy's input.
+func (c *Config) keepRunning() bool {
+	return c.Mechanism == rounds.VariantRestart && (c.PreemptionOverhead > 0 || c.RestartCosts.Max() > 0)
 }

@@ -156,3 +156,22 @@ func TestAgnosticIsolatedTimeAccrual(t *testing.T) {
 		t.Errorf("faithful isolated view %v, want the V100 rate on k80", got)
 	}
 }
+
+// The policy is asked to keep running jobs where they run only under the
+// restart mechanism and only when restarts cost something: with free
+// restarts that mechanism, and its policy's input, are the improved one's.
+func TestKeepRunningFollowsRestartCosts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want bool
+	}{
+		{"restart, 30 s", Config{Mechanism: rounds.VariantRestart, PreemptionOverhead: 30}, true},
+		{"restart, free", Config{Mechanism: rounds.VariantRestart}, false},
+		{"improved, 30 s", Config{Mechanism: rounds.VariantImproved, PreemptionOverhead: 30}, false},
+	} {
+		if got := tc.cfg.policyOptions().KeepRunning; got != tc.want {
+			t.Errorf("%s: KeepRunning %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

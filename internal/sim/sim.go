@@ -88,6 +88,10 @@ type simulator struct {
 	// policy's isolated times are accrued apart from the outcome's
 	// (seenIsoTime), from the rates isoView gives.
 	agnosticIso, policyIso bool
+	// runningOn is the type each running job runs on, refreshed at every
+	// reset, when the policy is told (policy.Options.KeepRunning); nil
+	// otherwise.
+	runningOn map[string]string
 	// restartRule says the mechanism weighs restarts and wants each
 	// running job's remaining steps.
 	restartRule bool
@@ -146,6 +150,9 @@ func Run(cfg Config, src Source) (*Result, error) {
 		}
 	}
 	s.agnosticIso = cfg.agnosticIsolatedTime(name)
+	if cfg.keepRunning() {
+		s.runningOn = map[string]string{}
+	}
 	s.policyIso = s.learn != nil || s.agnosticIso
 	opts := rounds.ForTraits(traits, workload.NewRand(cfg.Seed+5))
 	// The reference credits every job half a round of service at each reset.
@@ -630,11 +637,18 @@ func (s *simulator) findPair(key string) *pair { return s.pairByKey[key] }
 // and installs the allocation.
 func (s *simulator) reset() error {
 	n := len(s.active)
+	if s.runningOn != nil {
+		clear(s.runningOn)
+		for _, a := range s.plans[s.cur].Assignments {
+			s.runningOn[a.Key] = a.Type
+		}
+	}
 	inputs := make([]sched.JobInput, n)
 	for i, j := range s.active {
 		s.accrueIsolated(j, n)
 		inputs[i] = sched.JobInput{ID: j.key, Throughputs: j.seen, ScaleFactor: j.spec.ScaleFactor,
-			Weight: j.spec.Priority, Arrival: j.spec.Arrival, StepsRemaining: j.remaining, IsolatedTime: j.isoTime}
+			Weight: j.spec.Priority, Arrival: j.spec.Arrival, StepsRemaining: j.remaining, IsolatedTime: j.isoTime,
+			RunningOn: s.runningOn[j.key]}
 		if s.policyIso {
 			inputs[i].IsolatedTime = j.seenIsoTime
 		}
