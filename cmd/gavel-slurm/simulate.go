@@ -203,7 +203,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		"costs anything on its GPUs (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartHoldRounds, 'g', -1, 64)+
 		" rounds; 1s in effect turns the floor off)")
 	keepRoom := fs.Float64("keep-running-room", 0, "with --mechanism restart and restarts that cost: how far finish_time_fairness_perf's "+
-		"choice among its optimal allocations may raise a job's ρ from the solver's answer toward the optimal max ρ, to keep running jobs "+
+		"choice among its optimal allocations may raise a job's finish-time fairness rho from the solver's answer toward the optimal max, to keep running jobs "+
 		"where they run (0: no job worse off; 1: up to the max)")
 	restartFinish := fs.Float64("restart-finish", 0, "with --mechanism restart: a job whose remaining work takes at most this many "+
 		"times its hold runs to its end (0: the mechanism's default, "+strconv.FormatFloat(rounds.DefaultRestartFinish, 'g', -1, 64)+")")
