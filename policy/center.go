@@ -449,57 +449,13 @@ func (m *mmModel) center(sol *mmSolution, weight []float64, unusable bool) {
 // whose ρ no allocation changes keep their (empty) rows; a keeps its
 // vertex when the centering cannot start from it.
 func centerFTF(p *Problem, a *Allocation, tput throughputFunc) {
-	if len(a.Rows) < len(p.Jobs) {
+	face, rho, ok := ftfVertexFace(p, a, tput)
+	if !ok {
 		return
 	}
-	shares := NewIsolatedShares(p)
 	capacity := make([]float64, len(a.Types))
 	for k, t := range a.Types {
 		capacity[k] = float64(p.GPUs[t])
-	}
-	type faceJob struct {
-		row                       int
-		since, remaining, isoTime float64
-		rates                     []float64
-	}
-	var face []faceJob
-	rho := 0.0
-	for i := range p.Jobs {
-		j := &p.Jobs[i]
-		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
-			return // rows not in problem order: leave the allocation alone
-		}
-		share := shares.Share(j)
-		fj := faceJob{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, rates: make([]float64, len(a.Types))}
-		iso, eff, runs := 0.0, 0.0, false
-		for k, t := range a.Types {
-			v := tput(j, t)
-			iso += v * share[k]
-			if v > 0 && p.GPUs[t] >= jobScale(j) {
-				fj.rates[k] = v
-				eff += v * a.Rows[i].Fractions[k]
-				runs = true
-			}
-		}
-		if j.StepsRemaining <= 0 {
-			// A finished job's ρ is fixed; the optimum is at least it.
-			if r := themisRho(j.TimeSinceStart, 0, 1, j.IsolatedTime, iso); !math.IsNaN(r) {
-				rho = math.Max(rho, r)
-			}
-			continue
-		}
-		if !(iso > 0) || !runs {
-			continue
-		}
-		if !(eff > 0) {
-			return // the vertex leaves a job without time: not an optimum to center
-		}
-		fj.isoTime = j.IsolatedTime + j.StepsRemaining/iso
-		rho = math.Max(rho, (fj.since+fj.remaining/eff)/fj.isoTime)
-		face = append(face, fj)
-	}
-	if len(face) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
-		return
 	}
 	classes := make([]centerClass, len(face))
 	vertex := make([][]float64, len(face))
@@ -526,6 +482,70 @@ func centerFTF(p *Problem, a *Allocation, tput throughputFunc) {
 	if obj, err := MaxFinishTimeFairness(p, a); err == nil {
 		a.Objective = obj
 	}
+}
+
+// ftfFaceJob is one job whose ρ an allocation of a finish-time fairness
+// policy can change, as the vertex a leaves it.
+type ftfFaceJob struct {
+	row                       int
+	since, remaining, isoTime float64
+	// rho is the job's ρ at the vertex; rates its rates, in the policy's
+	// view, on the types it can run on (0 elsewhere).
+	rho   float64
+	rates []float64
+}
+
+// ftfVertexFace reads the optimal allocation a of a finish-time fairness
+// policy in the policy's view tput: the jobs whose ρ an allocation can
+// change, and the vertex's max ρ (a finished job's fixed ρ included),
+// which for the agnostic policy is not a.Objective (measured at the real
+// rates). ok is false where there is nothing to choose: rows not in
+// problem order, a job the vertex leaves without time (no finite optimum),
+// or no such job at all.
+func ftfVertexFace(p *Problem, a *Allocation, tput throughputFunc) (face []ftfFaceJob, rho float64, ok bool) {
+	if len(a.Rows) < len(p.Jobs) {
+		return nil, 0, false
+	}
+	shares := NewIsolatedShares(p)
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
+			return nil, 0, false
+		}
+		share := shares.Share(j)
+		fj := ftfFaceJob{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, rates: make([]float64, len(a.Types))}
+		iso, eff, runs := 0.0, 0.0, false
+		for k, t := range a.Types {
+			v := tput(j, t)
+			iso += v * share[k]
+			if v > 0 && p.GPUs[t] >= jobScale(j) {
+				fj.rates[k] = v
+				eff += v * a.Rows[i].Fractions[k]
+				runs = true
+			}
+		}
+		if j.StepsRemaining <= 0 {
+			// A finished job's ρ is fixed; the optimum is at least it.
+			if r := themisRho(j.TimeSinceStart, 0, 1, j.IsolatedTime, iso); !math.IsNaN(r) {
+				rho = math.Max(rho, r)
+			}
+			continue
+		}
+		if !(iso > 0) || !runs {
+			continue // no allocation changes its ρ
+		}
+		if !(eff > 0) {
+			return nil, 0, false
+		}
+		fj.isoTime = j.IsolatedTime + j.StepsRemaining/iso
+		fj.rho = (fj.since + fj.remaining/eff) / fj.isoTime
+		rho = math.Max(rho, fj.rho)
+		face = append(face, fj)
+	}
+	if len(face) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
+		return nil, 0, false
+	}
+	return face, rho, true
 }
 
 // countUnusableTypes gives every runnable job of an agnostic model rate 1

@@ -152,34 +152,42 @@ func TestInteriorOptimumFinishTimeFairness(t *testing.T) {
 	}
 }
 
-// InteriorUnusableTypes keeps, as Gavel's LP does, a fraction on every type
-// as a variable: the center then gives a job time on a type it cannot run
-// on, while the optimal level stays what it is.
+// Gavel's solvers give a job time on a type it cannot run on where its
+// program keeps that fraction as a variable: max_min_fairness_perf's LP
+// keeps one on every type (InteriorUnusableTypes; the center then gives
+// it time there, while the optimal level stays what it is), and the
+// agnostic finish_time_fairness rates the job at its V100 rate on every
+// type (AgnosticUnusableTypes). Without the options it gets none.
 func TestInteriorUnusableTypes(t *testing.T) {
 	p := &Problem{GPUs: map[string]int{"k80": 2, "v100": 2}, Jobs: []Job{
-		{ID: "any", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}},
-		{ID: "nok80", ScaleFactor: 1, Throughputs: map[string]float64{"v100": 3}},
-		{ID: "other", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}},
+		{ID: "any", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}, StepsRemaining: 1000},
+		{ID: "nok80", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 0, "v100": 3}, StepsRemaining: 2000},
+		{ID: "other", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}, StepsRemaining: 3000},
 	}}
 	k80 := slices.Index(p.Types(), "k80")
 	for _, tc := range []struct {
-		name     string
-		unusable bool
-		wantK80  bool
+		name    string
+		policy  string
+		opts    Options
+		wantK80 bool
 	}{
-		{"usable types only", false, false},
-		{"every type", true, true},
+		{"LAS, usable types only", "max_min_fairness_perf", Options{InteriorOptimum: true}, false},
+		{"LAS, every type", "max_min_fairness_perf", Options{InteriorOptimum: true, InteriorUnusableTypes: true}, true},
+		{"agnostic FTF, usable types only", "finish_time_fairness", Options{InteriorOptimum: true}, false},
+		{"agnostic FTF, every type", "finish_time_fairness", Options{InteriorOptimum: true, AgnosticUnusableTypes: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pol, _ := New("max_min_fairness_perf", Options{InteriorOptimum: true, InteriorUnusableTypes: tc.unusable})
+			pol, _ := New(tc.policy, tc.opts)
 			a, err := pol.Allocate(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			vertexPol, _ := New("max_min_fairness_perf", Options{})
-			vertex, _ := vertexPol.Allocate(p)
-			if a.Objective < vertex.Objective*(1-2*centerRelax) {
-				t.Errorf("objective %v, the optimum is %v", a.Objective, vertex.Objective)
+			if tc.policy == "max_min_fairness_perf" {
+				vertexPol, _ := New(tc.policy, Options{})
+				vertex, _ := vertexPol.Allocate(p)
+				if a.Objective < vertex.Objective*(1-2*centerRelax) {
+					t.Errorf("objective %v, the optimum is %v", a.Objective, vertex.Objective)
+				}
 			}
 			if got := a.Rows[1].Fractions[k80] > 1e-4; got != tc.wantK80 {
 				t.Errorf("nok80 on k80: %v", a.Rows[1].Fractions[k80])
@@ -198,22 +206,9 @@ func TestInteriorOptimumAgnosticFinishTimeFairness(t *testing.T) {
 		{ID: "b", ScaleFactor: 2, Throughputs: map[string]float64{"k80": 1, "p100": 3, "v100": 5}, StepsRemaining: 9000, TimeSinceStart: 10},
 		{ID: "c", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 2, "p100": 3, "v100": 3}, StepsRemaining: 3000},
 	}}
-	// rhos is every job's ρ in the agnostic view, and their max.
 	rhos := func(a *Allocation) ([]float64, float64) {
-		tput := agnosticThroughput(p)
-		shares := NewIsolatedShares(p)
-		out, worst := make([]float64, len(p.Jobs)), 0.0
-		for i := range p.Jobs {
-			j := &p.Jobs[i]
-			iso, eff := 0.0, 0.0
-			for k, ty := range a.Types {
-				iso += tput(j, ty) * shares.Share(j)[k]
-				eff += tput(j, ty) * a.Rows[i].Fractions[k]
-			}
-			out[i] = (j.TimeSinceStart + j.StepsRemaining/eff) / (j.StepsRemaining / iso)
-			worst = math.Max(worst, out[i])
-		}
-		return out, worst
+		out := viewRhos(p, a, agnosticThroughput(p))
+		return out, slices.Max(out)
 	}
 	vertexPol, _ := New("finish_time_fairness", Options{})
 	vertex, err := vertexPol.Allocate(p)
@@ -256,37 +251,6 @@ func TestInteriorOptimumAgnosticFinishTimeFairness(t *testing.T) {
 	}
 }
 
-// Gavel's agnostic finish_time_fairness gives a job its V100 rate on every
-// type, so its solver gives a job that cannot run on K80s time there
-// (Options.AgnosticUnusableTypes); without the option it gets none.
-func TestAgnosticFinishTimeFairnessUnusableTypes(t *testing.T) {
-	p := &Problem{GPUs: map[string]int{"k80": 2, "v100": 2}, Jobs: []Job{
-		{ID: "any", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 2}, StepsRemaining: 1000},
-		{ID: "nok80", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 0, "v100": 3}, StepsRemaining: 2000},
-		{ID: "other", ScaleFactor: 1, Throughputs: map[string]float64{"k80": 1, "v100": 4}, StepsRemaining: 3000},
-	}}
-	k80 := slices.Index(p.Types(), "k80")
-	for _, tc := range []struct {
-		name     string
-		unusable bool
-		wantK80  bool
-	}{
-		{"usable types only", false, false},
-		{"every type", true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pol, _ := New("finish_time_fairness", Options{InteriorOptimum: true, AgnosticUnusableTypes: tc.unusable})
-			a, err := pol.Allocate(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := a.Rows[1].Fractions[k80] > 1e-4; got != tc.wantK80 {
-				t.Errorf("nok80 on k80: %v", a.Rows[1].Fractions[k80])
-			}
-		})
-	}
-}
-
 // The inv_pos barrier is the linear one's level term after its u_j is
 // centered away: at every level L > τ, -2·log(L-τ) + log(L) equals
 // min over u in (1/L, 1) of -log(1-u) - log(L·u-1), up to the constant
@@ -320,4 +284,20 @@ func TestLevelInvPosBarrier(t *testing.T) {
 			t.Errorf("L=%v: derivatives %v, %v; numerically %v, %v", l, d1, d2, num1, num2)
 		}
 	}
+}
+
+// viewRhos is every job's ρ under a in the policy's view tput.
+func viewRhos(p *Problem, a *Allocation, tput throughputFunc) []float64 {
+	shares := NewIsolatedShares(p)
+	out := make([]float64, len(p.Jobs))
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		iso, eff := 0.0, 0.0
+		for k, ty := range a.Types {
+			iso += tput(j, ty) * shares.Share(j)[k]
+			eff += tput(j, ty) * a.Rows[i].Fractions[k]
+		}
+		out[i] = (j.TimeSinceStart + j.StepsRemaining/eff) / (j.IsolatedTime + j.StepsRemaining/iso)
+	}
+	return out
 }

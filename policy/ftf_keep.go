@@ -1,9 +1,6 @@
 package policy
 
-import (
-	"math"
-	"slices"
-)
+import "slices"
 
 // keepRunningSlack is how far above the optimal max ρ (relative) the
 // allocation keepRunningFTF picks may go: enough to leave the LP an
@@ -34,46 +31,12 @@ const keepRunningSlack = 1e-4
 // goes first to the jobs already running, where they run. a keeps its
 // vertex when the LP fails.
 func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc, room float64) {
-	if len(a.Rows) < len(p.Jobs) {
-		return
-	}
-	shares := NewIsolatedShares(p)
 	types := p.Types()
 	if !slices.Equal(types, a.Types) {
 		return
 	}
-	type active struct {
-		row                            int
-		since, remaining, isoTime, rho float64
-	}
-	var acts []active
-	rho := 0.0
-	for i := range p.Jobs {
-		j := &p.Jobs[i]
-		if len(a.Rows[i].Jobs) != 1 || a.Rows[i].Jobs[0] != j.ID {
-			return // rows not in problem order: leave the allocation alone
-		}
-		share := shares.Share(j)
-		iso, eff := 0.0, 0.0
-		for k, t := range types {
-			iso += tput(j, t) * share[k]
-			eff += tput(j, t) * a.Rows[i].Fractions[k]
-		}
-		if j.StepsRemaining <= 0 {
-			if r := themisRho(j.TimeSinceStart, 0, 1, j.IsolatedTime, iso); !math.IsNaN(r) {
-				rho = math.Max(rho, r)
-			}
-			continue
-		}
-		if !(iso > 0) || !(eff > 0) {
-			continue // runs nowhere, or no allocation changes its ρ
-		}
-		ac := active{row: i, since: j.TimeSinceStart, remaining: j.StepsRemaining, isoTime: j.IsolatedTime + j.StepsRemaining/iso}
-		ac.rho = (ac.since + ac.remaining/eff) / ac.isoTime
-		rho = math.Max(rho, ac.rho)
-		acts = append(acts, ac)
-	}
-	if len(acts) == 0 || !(rho > 0) || math.IsInf(rho, 0) {
+	face, rho, ok := ftfVertexFace(p, a, tput)
+	if !ok {
 		return
 	}
 	b, err := newPlacementLP(p, tput, false)
@@ -81,18 +44,18 @@ func keepRunningFTF(p *Problem, a *Allocation, tput throughputFunc, room float64
 		return
 	}
 	target := rho * (1 + keepRunningSlack)
-	for _, ac := range acts {
+	for _, fj := range face {
 		// No slack at room 0: a relative slack on ρ_j is seconds of a
 		// job's whole expected time, which for a job near its end is
 		// most of what it has left, and it would lose its GPUs for it.
-		bound := ac.rho + room*(target-ac.rho)
-		slack := bound*ac.isoTime - ac.since
+		bound := fj.rho + room*(target-fj.rho)
+		slack := bound*fj.isoTime - fj.since
 		if !(slack > 0) {
 			return
 		}
-		need := ac.remaining / slack
-		b.effectiveRow(ac.row, nil, nil, need, Inf)
-		b.addThroughputObjective(ac.row, 1/need)
+		need := fj.remaining / slack
+		b.effectiveRow(fj.row, nil, nil, need, Inf)
+		b.addThroughputObjective(fj.row, 1/need)
 	}
 	for i := range p.Jobs {
 		on := p.Jobs[i].RunningOn

@@ -19,19 +19,16 @@ func keepRunningProblem() *Problem {
 	}}
 }
 
-// jobRhos is every job's ρ under a, at the jobs' own rates.
-func jobRhos(p *Problem, a *Allocation) []float64 {
-	shares := NewIsolatedShares(p)
-	out := make([]float64, len(p.Jobs))
-	for i := range p.Jobs {
-		j := &p.Jobs[i]
-		eff := 0.0
-		for k, ty := range a.Types {
-			eff += j.Throughput(ty) * a.Rows[i].Fractions[k]
+// timeWhereRunning is the running jobs' time, under a, on the types
+// they run on.
+func timeWhereRunning(p *Problem, a *Allocation) float64 {
+	sum := 0.0
+	for i, j := range p.Jobs {
+		if k := slices.Index(a.Types, j.RunningOn); k >= 0 {
+			sum += a.Rows[i].Fractions[k]
 		}
-		out[i] = (j.TimeSinceStart + j.StepsRemaining/eff) / (j.IsolatedTime + j.StepsRemaining/shares.Throughput(j))
 	}
-	return out
+	return sum
 }
 
 // With room 0 no job's ρ rises above the vertex's; with room 1 jobs may
@@ -40,7 +37,7 @@ func TestKeepRunningRoom(t *testing.T) {
 	p := keepRunningProblem()
 	vertexPol, _ := New("finish_time_fairness_perf", Options{})
 	vertex, _ := vertexPol.Allocate(p)
-	vr := jobRhos(p, vertex)
+	vr := viewRhos(p, vertex, realThroughput)
 	kept := map[float64]*Allocation{}
 	for _, room := range []float64{0, 1} {
 		pol, _ := New("finish_time_fairness_perf", Options{KeepRunning: true, KeepRunningRoom: room})
@@ -49,7 +46,7 @@ func TestKeepRunningRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept[room] = a
-		for i, r := range jobRhos(p, a) {
+		for i, r := range viewRhos(p, a, realThroughput) {
 			if room == 0 && r > vr[i]*(1+2*keepRunningSlack) {
 				t.Errorf("room 0: %s's ρ %v above the vertex's %v", p.Jobs[i].ID, r, vr[i])
 			}
@@ -58,17 +55,8 @@ func TestKeepRunningRoom(t *testing.T) {
 			}
 		}
 	}
-	held := func(a *Allocation) float64 {
-		sum := 0.0
-		for i, j := range p.Jobs {
-			if k := slices.Index(a.Types, j.RunningOn); k >= 0 {
-				sum += a.Rows[i].Fractions[k]
-			}
-		}
-		return sum
-	}
-	if held(kept[1]) < held(kept[0])-1e-6 {
-		t.Errorf("running jobs keep %v of their time with room 1, %v with room 0", held(kept[1]), held(kept[0]))
+	if held1, held0 := timeWhereRunning(p, kept[1]), timeWhereRunning(p, kept[0]); held1 < held0-1e-6 {
+		t.Errorf("running jobs keep %v of their time with room 1, %v with room 0", held1, held0)
 	}
 }
 
@@ -103,19 +91,10 @@ func TestKeepRunningFinishTimeFairness(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			onType := func(a *Allocation) float64 {
-				sum := 0.0
-				for i, j := range p.Jobs {
-					if k := slices.Index(a.Types, j.RunningOn); k >= 0 {
-						sum += a.Rows[i].Fractions[k]
-					}
-				}
-				return sum
-			}
-			if got, blindGot := onType(kept), onType(unaware); got <= blindGot+1e-6 {
+			if got, blindGot := timeWhereRunning(p, kept), timeWhereRunning(p, unaware); got <= blindGot+1e-6 {
 				t.Errorf("running jobs' time where they run: %v told, %v not told; want more when told", got, blindGot)
 			}
-			if got, v := onType(kept), onType(vertex); got < v-1e-6 {
+			if got, v := timeWhereRunning(p, kept), timeWhereRunning(p, vertex); got < v-1e-6 {
 				t.Errorf("running jobs' time where they run: %v, the vertex gives %v", got, v)
 			}
 			for i, r := range kept.Rows {

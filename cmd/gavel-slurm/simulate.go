@@ -300,6 +300,7 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 			return nil, err
 		}
 	}
+	tunesRestartRule := f.restartHold != 0 || f.restartHoldMax != 0 || f.restartHoldMin != 0 || f.restartFinish != 0
 	switch {
 	case *round <= 0:
 		return nil, fmt.Errorf("--round %v: must be positive", *round)
@@ -349,9 +350,9 @@ func parseSimFlags(args []string, stderr io.Writer) (*simFlags, error) {
 		return nil, fmt.Errorf("--restart-hold-max %v: must be >= 0", f.restartHoldMax)
 	case f.restartFinish < 0 || math.IsNaN(f.restartFinish) || math.IsInf(f.restartFinish, 0):
 		return nil, fmt.Errorf("--restart-finish %v: must be a finite number >= 0", f.restartFinish)
-	case (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartHoldMin != 0 || f.restartFinish != 0) && f.mechanism != rounds.VariantRestart:
+	case tunesRestartRule && f.mechanism != rounds.VariantRestart:
 		return nil, errors.New("--restart-hold, --restart-hold-min, --restart-hold-max and --restart-finish need --mechanism restart")
-	case f.daemonStep && (f.restartHold != 0 || f.restartHoldMax != 0 || f.restartHoldMin != 0 || f.restartFinish != 0):
+	case f.daemonStep && tunesRestartRule:
 		return nil, errors.New("--restart-hold, --restart-hold-min, --restart-hold-max and --restart-finish tune the round mechanism; the daemon's step runs with the defaults")
 	case *minRun < 0:
 		return nil, fmt.Errorf("--min-run-time %v: must be >= 0", *minRun)

@@ -7,7 +7,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/reports"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
-	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
 // Job 42 runs on node gpu1 (v100). A report from gpu9, a node the job is
@@ -15,14 +14,7 @@ import (
 // holder of the shared token writing in another node's name), claims a
 // rate for it on v100: it is dropped.
 func TestFeedDropsReportFromNodeTheJobIsNotOn(t *testing.T) {
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := NewMeasured(table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, _ := referenceMeasured(t)
 	d := &Daemon{Deps: Deps{Measured: m}}
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	snap := &bridge.Snapshot{Taken: now, Jobs: []bridge.Job{{

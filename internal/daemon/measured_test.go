@@ -14,7 +14,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/estimate"
 	"github.com/gavel-slurm/gavel-slurm/internal/reports"
 	"github.com/gavel-slurm/gavel-slurm/internal/sched"
-	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 )
 
 var queueEpoch = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -322,14 +321,7 @@ func TestReportQueueFeedsWhatTheEstimatorNeeds(t *testing.T) {
 			if j.State != bridge.JobRunning {
 				t.Fatalf("job not started: %+v", j)
 			}
-			table, err := throughputs.Reference()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := NewMeasured(table)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ref, _ := referenceMeasured(t)
 			at := j.StartTime.Add(5 * time.Minute)
 			for round := range 3 {
 				for i := range perRound {

@@ -15,7 +15,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/api"
 	"github.com/gavel-slurm/gavel-slurm/internal/reports"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
-	"github.com/gavel-slurm/gavel-slurm/internal/throughputs"
 	"github.com/rs/zerolog"
 )
 
@@ -414,14 +413,7 @@ func TestOneDaemonIsNotTakenForTwo(t *testing.T) {
 // a learning estimator, which it returns.
 func measuredHarness(t *testing.T, nodes ...string) (*harness, *Measured) {
 	t.Helper()
-	table, err := throughputs.Reference()
-	if err != nil {
-		t.Fatal(err)
-	}
-	measured, err := NewMeasured(table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	measured, _ := referenceMeasured(t)
 	h := newHarness(t, t.TempDir(), nodes...)
 	core, err := NewCore(h.set, measured)
 	if err != nil {

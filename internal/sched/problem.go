@@ -126,10 +126,14 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 			costs[t] = v
 		}
 	}
+	// The type each managed job runs on, as Slurm reports it, when the
+	// policy is told (policy.Options.KeepRunning).
 	runningOn := map[string]string{}
-	if c.keepRunning() {
-		for _, a := range c.running(snap, now) {
-			runningOn[a.Key] = a.Type
+	if keepsRunning(c.set) {
+		for _, j := range snap.Jobs {
+			if js := c.jobs[keyOf(j.ID)]; js != nil && isRunning(j) {
+				runningOn[js.name] = j.RunningGPUType
+			}
 		}
 	}
 	var jobs []JobInput
@@ -163,8 +167,8 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 // for the optimum that keeps running jobs where they run
 // (policy.Options.KeepRunning).
 func policyOptions(set Settings) policy.Options {
-	return policy.Options{Seed: set.Seed, KeepRunning: set.Mechanism == rounds.VariantRestart}
+	return policy.Options{Seed: set.Seed, KeepRunning: keepsRunning(set)}
 }
 
-// keepRunning reports whether the policy is told where jobs run.
-func (c *Core) keepRunning() bool { return c.set.Mechanism == rounds.VariantRestart }
+// keepsRunning reports whether the policy is told where jobs run.
+func keepsRunning(set Settings) bool { return set.Mechanism == rounds.VariantRestart }
