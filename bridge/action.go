@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Reader gives the daemon its view of Slurm.
@@ -266,4 +267,28 @@ func SignalNumber(name string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("%w %q", ErrUnknownSignal, name)
+}
+
+// Lease is where the daemon's lease stands: the Slurm job that the jobs
+// it keeps waiting depend on, and when slurmctld ends it unless renewed
+// (bridge/rest/lease.go).
+type Lease struct {
+	// Job is the lease job; 0 when there is none.
+	Job JobID `json:"job,omitempty"`
+	// Expires is when slurmctld ends it, and every job waiting on it
+	// becomes eligible, unless the daemon renews it first.
+	Expires time.Time `json:"expires"`
+}
+
+// Leaser is a Slurm whose waiting jobs the daemon keeps with a lease
+// rather than with holds (bridge/rest/lease.go).
+type Leaser interface {
+	// Leasing reports whether holds go through the lease.
+	Leasing() bool
+	// RenewLease makes the lease last until until, submitting a lease
+	// job when there is none; it needs a snapshot first.
+	RenewLease(ctx context.Context, until time.Time) (Lease, error)
+	// EndLease ends the lease now: every job waiting on it becomes
+	// eligible.
+	EndLease(ctx context.Context) error
 }

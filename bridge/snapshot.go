@@ -159,8 +159,14 @@ type Job struct {
 	NoRequeue bool `json:"no_requeue,omitempty"`
 	// Priority is the job's current priority.
 	Priority int64 `json:"priority"`
-	// Held is true for a user or admin hold (priority 0).
-	Held       bool      `json:"held"`
+	// Held is true for a user or admin hold (priority 0), and for a job
+	// that waits on the daemon's lease (LeaseHeld).
+	Held bool `json:"held"`
+	// LeaseHeld is set for a pending job that depends on the daemon's
+	// lease job: the daemon keeps it waiting, and only until its lease
+	// runs out (bridge/rest/lease.go). Dependency then leaves the lease
+	// out.
+	LeaseHeld  bool      `json:"lease_held,omitempty"`
 	SubmitTime time.Time `json:"submit_time"`
 	// Dependency is the job's dependency list as Slurm shows it
 	// ("afterok:12(unfulfilled)"); empty when it has none. Slurm shows it

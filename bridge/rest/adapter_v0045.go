@@ -238,6 +238,7 @@ func (a *adapterV0045) update(ctx context.Context, job int64, u jobUpdate) error
 	desc.TresPerNode, desc.TresPerJob = u.TresPerNode, u.TresPerJob
 	desc.Array = u.ArrayLimit
 	desc.RequiredNodes = u.RequiredNodes
+	desc.Dependency, desc.Deadline = u.Dependency, u.Deadline
 	if u.BeginTime != nil {
 		set, number := true, *u.BeginTime
 		desc.BeginTime = &api.V0045Uint64NoValStruct{Set: &set, Number: &number}
@@ -250,6 +251,37 @@ func (a *adapterV0045) update(ctx context.Context, job int64, u jobUpdate) error
 		return replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0045(r.StatusCode(), r.JSONDefault.Errors) })
 	}
 	return errorsV0045(r.StatusCode(), r.JSON200.Errors)
+}
+
+// submit submits the batch job s describes (the lease job, lease.go) and
+// returns its id.
+func (a *adapterV0045) submit(ctx context.Context, s submission) (int64, error) {
+	set, limit := true, int32(s.TimeLimitMinutes)
+	env := api.V0045StringArray(s.Environment)
+	desc := api.V0045JobDescMsg{
+		Name: &s.Name, Comment: &s.Comment, Hold: &s.Hold,
+		Deadline: &s.Deadline, CurrentWorkingDirectory: &s.WorkDir, Environment: &env,
+		TimeLimit: &api.V0045Uint32NoValStruct{Set: &set, Number: &limit}, Script: &s.Script,
+		StandardOutput: &s.Output,
+	}
+	if s.Partition != "" {
+		desc.Partition = &s.Partition
+	}
+	desc.Requeue = s.Requeue
+	r, err := a.client.SlurmV0045PostJobSubmitWithResponse(ctx, api.V0045JobSubmitReq{Job: &desc})
+	if err != nil {
+		return 0, err
+	}
+	if r.JSON200 == nil {
+		return 0, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0045(r.StatusCode(), r.JSONDefault.Errors) })
+	}
+	if err := errorsV0045(r.StatusCode(), r.JSON200.Errors); err != nil {
+		return 0, err
+	}
+	if r.JSON200.JobId == nil || *r.JSON200.JobId <= 0 {
+		return 0, fmt.Errorf("slurmrestd answered the submission without a job id")
+	}
+	return int64(*r.JSON200.JobId), nil
 }
 
 func (a *adapterV0045) signal(ctx context.Context, name string, signal string) error {

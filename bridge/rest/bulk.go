@@ -134,6 +134,10 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 		}
 		switch kind {
 		case bridge.ActHold, bridge.ActRelease:
+			if on, lease := c.leasing(); on {
+				c.leaseBulk(ctx, actions, listed, errs, kind, lease)
+				continue
+			}
 			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{string(kind), ids} })
 		case bridge.ActSignal:
 			for _, group := range groupBy(actions, listed, func(a bridge.Action) string {
@@ -143,6 +147,25 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 				c.signalBulk(ctx, actions, group, errs)
 			}
 		case bridge.ActRequeue, bridge.ActRequeueHold:
+			if on, lease := c.leasing(); on && kind == bridge.ActRequeueHold {
+				// Requeued, then kept waiting on the lease (holdAfterRequeue).
+				c.requeueBulk(ctx, actions, listed, errs, false)
+				// Holds of their own, so that nothing sent again one by one
+				// is a requeue. A hold that fails leaves the job to become
+				// eligible after Slurm's requeue delay.
+				var holds []bridge.Action
+				var which []int
+				for _, i := range listed {
+					if errs[i] == nil {
+						which = append(which, len(holds))
+						holds = append(holds, bridge.Action{Kind: bridge.ActHold, Job: actions[i].Job})
+					}
+				}
+				if len(holds) > 0 && lease != 0 {
+					c.leaseBulk(ctx, holds, which, make([]error, len(holds)), bridge.ActHold, lease)
+				}
+				continue
+			}
 			c.requeueBulk(ctx, actions, listed, errs, kind == bridge.ActRequeueHold)
 		default:
 			c.applyEach(ctx, actions, singles(listed), errs)

@@ -72,6 +72,8 @@ type adapter interface {
 	// jobStates reads every job's id and state alone (light.go).
 	jobStates(ctx context.Context) ([]jobState, error)
 	update(ctx context.Context, job int64, u jobUpdate) error
+	// submit submits a batch job and returns its id.
+	submit(ctx context.Context, s submission) (int64, error)
 	// signal sends signal to the job slurmctld knows by name (a job id,
 	// or ARRAY_TASK for a task of a job array).
 	signal(ctx context.Context, name string, signal string) error
@@ -142,6 +144,8 @@ type Client struct {
 	readMu   sync.Mutex
 	cache    readCache
 	noStates bool
+	// lease is the daemon's lease (lease.go).
+	lease leaseState
 	// acted is set by every action sent: a job's state alone does not
 	// show the daemon's own changes (a release, a priority), so the next
 	// look reads the jobs.
@@ -327,11 +331,13 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	if !nodes.unchanged || c.cache.nodes == nil {
 		c.cache.nodes, c.cache.nodesSince = nodes.nodes, safeSince(nodes.lastUpdate, readAt)
 	}
-	snap, err := buildSnapshot(taken, a.version(), c.cfg.Partitions, c.cache.nodes, c.cache.jobs)
+	rawJobs := c.noteLease(c.cache.jobs, func(r rawJob) bool { return inPartitions(c.cfg.Partitions, strings.Split(r.Partition, ",")...) })
+	snap, err := buildSnapshot(taken, a.version(), c.cfg.Partitions, c.cache.nodes, rawJobs)
 	if err != nil {
 		c.cache = readCache{version: a.version()}
 		return nil, err
 	}
+	c.markLeaseHeld(snap)
 	c.noteNames(snap)
 	return snap, nil
 }
@@ -411,18 +417,22 @@ func (c *Client) nameOf(id bridge.JobID) jobName {
 	return jobName{name: j.SlurmName(), wholeArray: j.HoldsArrayTasks(), alone: true}
 }
 
-func buildSnapshot(taken time.Time, version string, partitions []string, rawNodes []rawNode, rawJobs []rawJob) (*bridge.Snapshot, error) {
-	managed := func(names ...string) bool {
-		if len(partitions) == 0 {
+// inPartitions reports whether any of names is one of partitions; every
+// name is when partitions is empty (all are managed).
+func inPartitions(partitions []string, names ...string) bool {
+	if len(partitions) == 0 {
+		return true
+	}
+	for _, n := range names {
+		if slices.Contains(partitions, n) {
 			return true
 		}
-		for _, n := range names {
-			if slices.Contains(partitions, n) {
-				return true
-			}
-		}
-		return false
 	}
+	return false
+}
+
+func buildSnapshot(taken time.Time, version string, partitions []string, rawNodes []rawNode, rawJobs []rawJob) (*bridge.Snapshot, error) {
+	managed := func(names ...string) bool { return inPartitions(partitions, names...) }
 	byName := map[string]bridge.Node{}
 	var nodes []bridge.Node
 	for _, r := range rawNodes {
@@ -472,6 +482,14 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	switch act.Kind {
 	case bridge.ActRequeue, bridge.ActRequeueHold:
 		// Bounds each of its calls itself: it may fall back to scontrol.
+		if on, lease := c.leasing(); on && act.Kind == bridge.ActRequeueHold {
+			// With the lease a requeued job waits on it, not on a hold.
+			if err := c.requeue(ctx, act.Job, false); err != nil {
+				return err
+			}
+			c.holdAfterRequeue(ctx, act.Job, lease)
+			return nil
+		}
 		return c.requeue(ctx, act.Job, act.Kind == bridge.ActRequeueHold)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
@@ -486,6 +504,15 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 	case bridge.ActSetPriority, bridge.ActSetConstraints, bridge.ActBeginNow:
 		c.fieldUpdate(&u, act)
 	case bridge.ActHold, bridge.ActRelease:
+		if on, lease := c.leasing(); on {
+			switch {
+			case act.Kind == bridge.ActRelease:
+				return c.leaseRelease(ctx, a, act.Job)
+			case lease == 0:
+				return ErrNoLease
+			}
+			return c.leaseHold(ctx, a, act.Job, lease)
+		}
 		hold := act.Kind == bridge.ActHold
 		u.Hold = &hold
 	case bridge.ActSetShape:

@@ -89,6 +89,11 @@ type jobUpdate struct {
 	// RequiredNodes sets the job's --nodelist; [""] clears it (Slurm
 	// ignores an empty list).
 	RequiredNodes *[]string
+	// Dependency sets the job's dependency list ("" clears it);
+	// Deadline the time (Unix seconds) by which slurmctld cancels a job
+	// that cannot have ended (the lease job's, lease.go).
+	Dependency *string
+	Deadline   *int64
 }
 
 // maxGPUs bounds every GPU count read from Slurm, per node and per job.

@@ -222,16 +222,26 @@ func (c *Client) CheckRequeue(ctx context.Context, snap *bridge.Snapshot) error 
 // administrator come first, since their owner cannot release them
 // between the snapshot and the probe; then the lowest job id.
 func probeJob(snap *bridge.Snapshot, self string) (bridge.Job, bool) {
+	if j, ok := probeAmong(snap, self, func(j bridge.Job) bool { return j.Held && !j.LeaseHeld && j.Reason == "JobHeldAdmin" }); ok {
+		return j, true
+	}
+	// Then a job waiting on the daemon's lease: its owner could remove
+	// the dependency between the snapshot and the probe only where
+	// job_submit.lua does not refuse that.
+	return probeAmong(snap, self, func(j bridge.Job) bool { return j.LeaseHeld })
+}
+
+// probeAmong is probeJob's pick among the jobs that pass held.
+func probeAmong(snap *bridge.Snapshot, self string, held func(bridge.Job) bool) (bridge.Job, bool) {
 	var best bridge.Job
 	found := false
 	for _, j := range snap.Jobs {
-		if j.State != bridge.JobPending || !j.Held || j.Reason != "JobHeldAdmin" || j.User == "" ||
+		if j.State != bridge.JobPending || !held(j) || j.User == "" ||
 			(j.User == self && self != "root") || slices.Contains(j.StateFlags, "COMPLETING") ||
 			j.ArrayJobID != 0 || j.HetJobID != 0 {
-			// Only an administrator's hold (the daemon's own holds are):
-			// its owner could release any other between the snapshot and
-			// the probe, and Slurm start the job, which the probe would
-			// then requeue. Nor a record of a job array or a
+			// Only the holds held accepts: an owner could release any
+			// other between the snapshot and the probe, and Slurm start
+			// the job, which the probe would then requeue. Nor a record of a job array or a
 			// heterogeneous job: a requeue of its id would reach the
 			// array's or the job's other records, running ones included.
 			continue

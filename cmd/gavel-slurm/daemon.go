@@ -55,6 +55,7 @@ var daemonFlags = []struct{ flag, key, usage string }{
 	{"policy", "scheduler.policy", "allocation policy (Gavel name)"},
 	{"round", "scheduler.round", "round length: seconds (360) or a duration such as 6m or 05:00"},
 	{"min-run-time", "scheduler.min_run_time", "least time a job runs before it may be preempted (default twice the round)"},
+	{"lease", "scheduler.lease", "how long the jobs the daemon keeps waiting stay waiting once it stops renewing its lease (default three rounds; 0: Slurm holds, which outlive the daemon)"},
 	{"default-preempt", "scheduler.default_preempt", "how jobs whose tag names no preempt= mode are stopped: checkpoint, requeue or never"},
 	{"state-dir", "daemon.state_dir", "directory of the state database (a relative path is taken from the current directory)"},
 	{"listen", "daemon.listen", "API address: host:port or unix:/path"},
@@ -519,7 +520,8 @@ func (p *shellParts) build(cfg *config.Config) (*daemon.Daemon, error) {
 		return nil, err
 	}
 	d, err := daemon.New(daemon.Deps{Core: core, Slurm: slurm, Store: p.store, Board: p.board,
-		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun, Measured: p.measured})
+		Metrics: p.metrics, Log: p.log, Clock: daemon.SystemClock{}, DryRun: cfg.Scheduler.DryRun, Measured: p.measured,
+		LeaseLength: cfg.Scheduler.EffectiveLease()})
 	if err != nil {
 		return nil, err
 	}
@@ -558,6 +560,16 @@ func (p *shellParts) parts(cfg *config.Config, instance int) (*daemon.Core, brid
 		client, err := rest.New(rc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("slurm: %w", err)
+		}
+		if cfg.Scheduler.EffectiveLease() > 0 && !cfg.Scheduler.DryRun {
+			// The lease job goes to the first managed partition, where the
+			// daemon's user may submit (Slurm's default partition when
+			// every partition is managed).
+			partition := ""
+			if len(cfg.Slurm.Partitions) > 0 {
+				partition = cfg.Slurm.Partitions[0]
+			}
+			client.EnableLease(partition)
 		}
 		slurm = client
 	}

@@ -208,6 +208,27 @@ func renderStatus(w io.Writer, st api.Status) {
 	if r.AllocationFallback != "" {
 		fmt.Fprintln(w, "allocation: equal shares stand in for the policy, which failed: "+printable(r.AllocationFallback))
 	}
+	renderLease(w, st)
+}
+
+// renderLease prints when the jobs the daemon keeps waiting would become
+// Slurm's if it stopped, and the JWT's warning when it has one.
+func renderLease(w io.Writer, st api.Status) {
+	if l := st.Lease; l != nil {
+		switch {
+		case l.Job == 0:
+			fmt.Fprintln(w, "lease: none yet: no job is kept waiting until the first renewal")
+		default:
+			fmt.Fprintf(w, "lease: job %d, runs out at %s unless renewed (each round renews it for %s); then Slurm schedules the jobs kept waiting on its own\n",
+				l.Job, l.Expires.Format(time.RFC3339), time.Duration(l.LengthSeconds*float64(time.Second)))
+		}
+		if l.Error != "" {
+			fmt.Fprintln(w, "lease: last renewal failed: "+printable(l.Error))
+		}
+	}
+	if t := st.Token; t != nil && t.Warning != "" {
+		fmt.Fprintln(w, "warning: "+printable(t.Warning))
+	}
 }
 
 // renderPreemption prints a banner while the daemon preempts nothing

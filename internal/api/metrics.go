@@ -28,6 +28,9 @@ type Metrics struct {
 	preemptionOn  prometheus.Gauge
 	requeueFail   prometheus.Gauge
 	requeueWait   prometheus.Gauge
+	leaseExpiry   prometheus.Gauge
+	leaseFailing  prometheus.Gauge
+	tokenExpiry   prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them with reg.
@@ -71,11 +74,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "gavel_slurm_requeue_path_failing", Help: "1 while the last check of the requeue path, or a requeue, failed (preemption is off and /healthz is not ok), else 0."}),
 		requeueWait: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "gavel_slurm_requeue_waiting_jobs", Help: "Jobs already signalled for preemption whose requeue failed and is being retried."}),
+		leaseExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_lease_expiry_timestamp_seconds", Help: "When the daemon's lease runs out unless renewed (Unix time): then Slurm schedules the jobs the daemon keeps waiting on its own; 0 before the first renewal."}),
+		leaseFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_lease_renewal_failing", Help: "1 while the last renewal of the lease failed, else 0."}),
+		tokenExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gavel_slurm_token_expiry_timestamp_seconds", Help: "When the slurmrestd JWT expires (Unix time, its exp claim); 0 when it has none or cannot be read."}),
 	}
 	reg.MustRegister(m.roundDuration, m.solveDuration, m.rounds, m.roundsSkipped, m.jobs, m.allocatedGPUs,
 		m.busyGPUs, m.jobAllocation, m.jobReceived, m.preemptions, m.actions, m.reports, m.active, m.fallback,
-		m.preemptionOn, m.requeueFail, m.requeueWait)
+		m.preemptionOn, m.requeueFail, m.requeueWait, m.leaseExpiry, m.leaseFailing, m.tokenExpiry)
 	return m
+}
+
+// ObserveLease records the lease's end and whether its last renewal
+// worked.
+func (m *Metrics) ObserveLease(expires time.Time, renewed bool) {
+	m.leaseExpiry.Set(unixOrZero(expires))
+	m.leaseFailing.Set(boolGauge(!renewed))
+}
+
+// ObserveToken records when the slurmrestd JWT expires (zero: unknown).
+func (m *Metrics) ObserveToken(expires time.Time) { m.tokenExpiry.Set(unixOrZero(expires)) }
+
+func unixOrZero(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.Unix())
 }
 
 // ObserveRound records one round's timings; solve is 0 when the cached

@@ -21,6 +21,35 @@ type Status struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Preemption says whether the daemon may preempt running jobs now.
 	Preemption Preemption `json:"preemption"`
+	// Lease is the daemon's lease, nil while it keeps jobs waiting with
+	// Slurm holds (scheduler.lease = 0) or sends nothing (dry run).
+	Lease *Lease `json:"lease,omitempty"`
+	// Token is what the daemon knows of its slurmrestd JWT.
+	Token *Token `json:"token,omitempty"`
+}
+
+// Lease is how long the jobs the daemon keeps waiting stay waiting if it
+// stops: each waits on the lease job, which slurmctld ends at Expires
+// unless the daemon renews it, and Slurm then schedules them itself.
+type Lease struct {
+	// Job is the lease job's id (0 before the first renewal).
+	Job int64 `json:"job,omitempty"`
+	// Expires is when the lease runs out unless renewed.
+	Expires time.Time `json:"expires"`
+	// LengthSeconds is how far each renewal moves it.
+	LengthSeconds float64 `json:"length_seconds"`
+	// Error says why the last renewal failed; empty when it worked.
+	Error string `json:"error,omitempty"`
+}
+
+// Token is the slurmrestd JWT's lifetime as read from its exp claim.
+type Token struct {
+	// Expires is when slurmrestd stops accepting it; zero when the token
+	// has no exp claim or cannot be read.
+	Expires time.Time `json:"expires"`
+	// Warning is set when it expires within the warning window (or has
+	// expired, or cannot be read): every round then soon sends nothing.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Preemption is whether the daemon may preempt, and why not. The daemon

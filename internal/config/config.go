@@ -152,12 +152,32 @@ type Scheduler struct {
 	// round would have started there; 0 leaves them idle until the next
 	// round.
 	RefillPoll time.Duration
+	// Lease is how long the jobs the daemon keeps waiting stay waiting
+	// if it stops renewing its lease (killed, its host gone, removed):
+	// then slurmctld ends the lease job and schedules them itself
+	// (bridge/rest/lease.go). DeriveLease (the default) means three
+	// rounds (see EffectiveLease); 0 turns the lease off and keeps jobs
+	// waiting with Slurm holds, which outlive the daemon.
+	Lease time.Duration
 	// ShareOffPartitions are managed partitions whose jobs never share a
 	// GPU under a packing policy (docs/space-sharing.md); elsewhere jobs
 	// are paired on nodes that offer GPU shards.
 	ShareOffPartitions []string
 	// DryRun logs the actions instead of sending them.
 	DryRun bool
+}
+
+// DeriveLease marks a lease the configuration leaves unset: three rounds.
+const DeriveLease time.Duration = -1
+
+// EffectiveLease resolves Lease: the configured value, or three rounds
+// when none is set, so that one or two rounds that fail (a slurmrestd
+// restart, a slow answer) do not let it run out.
+func (s Scheduler) EffectiveLease() time.Duration {
+	if s.Lease >= 0 {
+		return s.Lease
+	}
+	return 3 * s.Round
 }
 
 // EffectiveMinRunTime resolves MinRunTime: the configured value, or twice
@@ -256,6 +276,7 @@ func Default() Config {
 			// A freed GPU waits on average half of this before a job
 			// starts on it; each look reads the queue once.
 			RefillPoll: 30 * time.Second,
+			Lease:      DeriveLease,
 		},
 		Daemon: Daemon{
 			StateDir: "/var/lib/gavel-slurm",
@@ -311,6 +332,7 @@ type file struct {
 		DefaultPreempt     *string        `toml:"default_preempt"`
 		MinRunTime         *duration.Flag `toml:"min_run_time"`
 		RefillPoll         *duration.Flag `toml:"refill_poll"`
+		Lease              *duration.Flag `toml:"lease"`
 		ShareOffPartitions []string       `toml:"share_off_partitions"`
 		DryRun             *bool          `toml:"dry_run"`
 	} `toml:"scheduler"`
@@ -484,6 +506,7 @@ func Parse(data []byte) (*Config, error) {
 	setDuration(&c.Scheduler.RestartHoldMin, f.Scheduler.RestartHoldMin)
 	setDuration(&c.Scheduler.MinRunTime, f.Scheduler.MinRunTime)
 	setDuration(&c.Scheduler.RefillPoll, f.Scheduler.RefillPoll)
+	setDuration(&c.Scheduler.Lease, f.Scheduler.Lease)
 	if f.Scheduler.ShareOffPartitions != nil {
 		c.Scheduler.ShareOffPartitions = f.Scheduler.ShareOffPartitions
 	}
@@ -657,6 +680,7 @@ var Overridable = map[string]string{
 
 	"scheduler.default_preempt": "default-preempt",
 	"scheduler.min_run_time":    "min-run-time",
+	"scheduler.lease":           "lease",
 	"daemon.collector_listen":   "collector-listen",
 	"daemon.standby":            "standby",
 }
@@ -679,6 +703,8 @@ func (c *Config) Set(key, value string) error {
 		return setDurationText(key, value, &c.Scheduler.Round)
 	case "scheduler.min_run_time":
 		return setDurationText(key, value, &c.Scheduler.MinRunTime)
+	case "scheduler.lease":
+		return setDurationText(key, value, &c.Scheduler.Lease)
 	case "scheduler.default_preempt":
 		m, err := bridge.ParsePreemptMode(value)
 		if err != nil {
@@ -888,6 +914,11 @@ func (c *Config) Validate() error {
 		if !slices.Contains(c.Slurm.Partitions, p) {
 			bad("scheduler.share_off_partitions", "%q is not one of slurm.partitions", p)
 		}
+	}
+	if l := c.Scheduler.Lease; l > 0 && l < 2*c.Scheduler.Round {
+		bad("scheduler.lease", "%s is shorter than two rounds (%s): one late round would let it run out", l, 2*c.Scheduler.Round)
+	} else if l < 0 && l != DeriveLease {
+		bad("scheduler.lease", "%s is negative", l)
 	}
 	if p := c.Scheduler.RefillPoll; p != 0 && p < time.Second {
 		bad("scheduler.refill_poll", "%s is under a second (each look reads the whole queue; 0 turns refilling off)", p)

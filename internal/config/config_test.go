@@ -102,6 +102,7 @@ grace_signal = "USR2"
 default_preempt = "Checkpoint"
 min_run_time = "0-00:15"
 refill_poll = "45s"
+lease = "2m"
 dry_run = true
 [daemon]
 state_dir = "/tmp/gs"
@@ -129,7 +130,7 @@ poll = "3s"
 					Cluster: Cluster{GPUTypes: []string{"k80", "v100"}, CostPerGPUHour: map[string]float64{"k80": 0.45, "v100": 2.48}, Throughputs: "physical"},
 					Scheduler: Scheduler{Policy: "finish_time_fairness_perf", Round: 20 * time.Second, MinResetInterval: 90 * time.Second, Mechanism: "gavel",
 						DefaultGrace: 5 * time.Second, DefaultRestartCost: 2 * time.Minute, GraceSignal: "USR2", DefaultPreempt: bridge.PreemptCheckpoint,
-						MinRunTime: 15 * time.Minute, RefillPoll: 45 * time.Second, DryRun: true},
+						MinRunTime: 15 * time.Minute, RefillPoll: 45 * time.Second, Lease: 2 * time.Minute, DryRun: true},
 					Daemon: Daemon{StateDir: "/tmp/gs", Listen: "unix:/run/gavel-slurm.sock", LogLevel: "debug",
 						CollectorListen: "0.0.0.0:8391", CollectorTokenFile: "/etc/gavel-slurm/reports.token",
 						CollectorTokenDir: "/etc/gavel-slurm/nodes", CollectorQueueBytes: 32 << 20, CollectorNodeBytes: 256 << 10,
@@ -231,6 +232,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		"bad preempt mode":         {"[scheduler]\ndefault_preempt = \"sometimes\"", "scheduler.default_preempt"},
 		"bad min run time":         {"[scheduler]\nmin_run_time = \"soon\"", "scheduler.min_run_time"},
 		"refill poll too short":    {"[scheduler]\nrefill_poll = \"100ms\"", "scheduler.refill_poll"},
+		"lease under two rounds":   {"[scheduler]\nround = \"6m\"\nlease = \"10m\"", "scheduler.lease"},
 		"negative min run time":    {"[scheduler]\nmin_run_time = \"-1m\"", "scheduler.min_run_time"},
 		"round too short":          {"[scheduler]\nround = \"10ms\"", "scheduler.round"},
 		"negative grace":           {"[scheduler]\ndefault_grace = \"-5s\"", "scheduler.default_grace"},
@@ -490,7 +492,7 @@ func TestSetOverrides(t *testing.T) {
 
 func TestOverridableKeysAreSettable(t *testing.T) {
 	samples := map[string]string{"scheduler.round": "1m", "scheduler.dry_run": "false", "daemon.standby": "true",
-		"scheduler.min_run_time": "10m", "scheduler.default_preempt": "requeue"}
+		"scheduler.min_run_time": "10m", "scheduler.default_preempt": "requeue", "scheduler.lease": "30m"}
 	for key := range Overridable {
 		c := Default()
 		v := samples[key]
@@ -619,5 +621,22 @@ func TestCollectorKeys(t *testing.T) {
 	}
 	if _, err := Parse([]byte("[daemon]\ncollector_listen = \"127.0.0.1:8391\"\ncollector_token_file = \"rel\"")); err == nil {
 		t.Errorf("a relative shared token file was accepted")
+	}
+}
+
+func TestEffectiveLease(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lease, want time.Duration
+	}{
+		"unset: three rounds": {DeriveLease, 18 * time.Minute},
+		"set":                 {time.Hour, time.Hour},
+		"off":                 {0, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := Scheduler{Round: 6 * time.Minute, Lease: tc.lease}
+			if got := s.EffectiveLease(); got != tc.want {
+				t.Errorf("EffectiveLease() = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

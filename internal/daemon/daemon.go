@@ -53,6 +53,9 @@ type Deps struct {
 	// Measured, when set, is the core's estimator: collector reports
 	// (Receive) are fed to it at the start of each round.
 	Measured *Measured
+	// LeaseLength is how long each round's renewal of the lease lasts,
+	// where Slurm is a bridge.Leaser that leases (lease.go); 0: none.
+	LeaseLength time.Duration
 }
 
 // Daemon is the I/O shell around Core.
@@ -87,6 +90,12 @@ type Daemon struct {
 	// unanswered are the journal entries of this send's actions that got
 	// no answer, for the proposal that takes them for landed.
 	unanswered []sched.JournalEntry
+	// lease is the lease as last renewed, leaseErr why the last renewal
+	// failed (lease.go).
+	lease    bridge.Lease
+	leaseErr string
+	// tokenWarned is when the log last warned about the JWT's expiry.
+	tokenWarned time.Time
 }
 
 // journalRetention is how long finished journal entries are kept for
@@ -361,6 +370,7 @@ func (d *Daemon) write(ctx context.Context, p *sched.Proposal, rep *RoundReport)
 		return d.Core.Commit(p, nil)
 	}
 	t0 := d.Clock.Now()
+	d.renewLease(ctx)
 	var outcomes []sched.Outcome
 	rep.Actions, rep.Failed, outcomes = d.apply(ctx, p.Round, p.Actions)
 	if outcomes == nil && len(p.Actions) > 0 {
@@ -392,6 +402,8 @@ func (d *Daemon) publish(res Result, rep RoundReport, solve time.Duration) {
 	d.publishHealth()
 	status := statusDoc(res.View)
 	status.Preemption = d.gate.doc()
+	status.Lease = d.leaseDoc()
+	status.Token = d.tokenDoc()
 	status.Round.DurationSeconds = rep.Duration.Seconds()
 	status.Round.SolveSeconds = solve.Seconds()
 	status.Round.DryRun = d.DryRun

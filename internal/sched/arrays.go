@@ -74,6 +74,9 @@ func (c *Core) syncArray(j bridge.Job, head *jobState, running int, now time.Tim
 	if head == nil {
 		head = c.track(key, now)
 	}
+	if j.LeaseHeld {
+		head.heldByDaemon = true // the lease is the daemon's alone
+	}
 	head.arrayHead, head.tag, head.heldBy, head.slots = true, j.Tag, "", nil
 	c.noteArray(j)
 	if j.Held && !head.heldByDaemon {

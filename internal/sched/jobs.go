@@ -132,6 +132,14 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		// someone else's.
 		js.heldByDaemon = false
 	}
+	if j.State == bridge.JobPending && j.LeaseHeld {
+		// Waiting on the daemon's lease: the daemon's alone, whatever
+		// its records say (a state directory lost or replaced).
+		if js == nil {
+			js = c.track(key, now)
+		}
+		js.heldByDaemon = true
+	}
 	if js == nil && j.State == bridge.JobPending && j.Held && j.Reason == "JobHeldAdmin" && c.set.AdoptAdminHolds && !c.adopted {
 		// Recovery: the hold is taken for one the daemon sent and lost
 		// the record of; the job is scheduled like any other.
