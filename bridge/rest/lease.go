@@ -224,9 +224,12 @@ func isGone(err error) bool {
 // says whether a job is in the managed partitions. It returns the list
 // without the lease jobs, which the scheduler never sees.
 func (c *Client) noteLease(raws []rawJob, managed func(rawJob) bool) []rawJob {
+	c.lease.mu.Lock()
+	partition := c.lease.partition
+	c.lease.mu.Unlock()
 	var leases []bridge.JobID
 	for _, r := range raws {
-		if isLeaseJob(r, c.cfg.UserName) {
+		if isLeaseJob(r, c.cfg.UserName, partition) {
 			leases = append(leases, bridge.JobID(r.ID))
 		}
 	}
@@ -242,7 +245,7 @@ func (c *Client) noteLease(raws []rawJob, managed func(rawJob) bool) []rawJob {
 	var strays []bridge.JobID
 	out := raws[:0:0]
 	for _, r := range raws {
-		if isLeaseJob(r, c.cfg.UserName) {
+		if isLeaseJob(r, c.cfg.UserName, partition) {
 			continue
 		}
 		out = append(out, r)
@@ -294,9 +297,12 @@ func (c *Client) markLeaseHeld(snap *bridge.Snapshot) {
 	}
 }
 
-// isLeaseJob reports a pending lease job of user.
-func isLeaseJob(r rawJob, user string) bool {
-	return r.Name == LeaseJobName && r.User == user && len(r.States) > 0 && r.States[0] == string(bridge.JobPending)
+// isLeaseJob reports a pending lease job of user in partition (in any
+// partition when it is "", Slurm's default): daemons of other partitions
+// may run as the same user, each with its own lease.
+func isLeaseJob(r rawJob, user, partition string) bool {
+	return r.Name == LeaseJobName && r.User == user && len(r.States) > 0 && r.States[0] == string(bridge.JobPending) &&
+		(partition == "" || r.Partition == partition)
 }
 
 // splitLeaseDeps splits a dependency list as Slurm shows it

@@ -38,6 +38,9 @@ func ownPartition(t testing.TB, env *slurmtest.Env, nodes ...string) string {
 	env.Scontrol(t, "create", "PartitionName="+name, "Nodes="+strings.Join(nodes, ","), "MaxTime=INFINITE", "State=UP")
 	t.Cleanup(func() {
 		env.CancelAll(t)
+		// A daemon's lease job stays after it stops (the lease outlives a
+		// restart); the test's goes with its partition.
+		_, _ = runQuiet(env.ScancelPath, "--partition="+name, "--name="+rest.LeaseJobName)
 		// The partition can only go once its jobs are gone.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
