@@ -141,11 +141,18 @@ const (
 	// of a node at a time, the jobs the daemon sends to one node share one
 	// GPU.
 	ActSetShare ActionKind = "set-share"
+	// ActResetPriority hands a pending job's priority back to Slurm's own
+	// (its priority plugin's factors), which an explicit priority freezes:
+	// a job leaving the daemon's management must not keep the run
+	// priority it was given and jump the queue once Slurm may start it.
+	// Slurm does this on a release, which also lifts a Slurm hold, so it
+	// is sent only to jobs the daemon no longer keeps waiting.
+	ActResetPriority ActionKind = "reset-priority"
 )
 
 // Kinds lists every action kind, for the code that must handle each.
 var Kinds = []ActionKind{ActSetPriority, ActHold, ActRelease, ActSetConstraints, ActSetShape, ActSetArrayLimit,
-	ActBeginNow, ActSignal, ActRequeue, ActRequeueHold, ActSetShare}
+	ActBeginNow, ActSignal, ActRequeue, ActRequeueHold, ActSetShare, ActResetPriority}
 
 // Action is one change to one job. It is a plain comparable value so that it
 // can be journaled, compared with the last one sent and replayed.
@@ -208,7 +215,7 @@ func (a Action) Validate() error {
 		return fmt.Errorf("%s: no job id", a)
 	}
 	switch a.Kind {
-	case ActSetPriority, ActHold, ActRelease, ActBeginNow, ActRequeue, ActRequeueHold:
+	case ActSetPriority, ActHold, ActRelease, ActBeginNow, ActRequeue, ActRequeueHold, ActResetPriority:
 	case ActSetConstraints:
 		if strings.ContainsAny(a.Constraints, "\n\x00") {
 			return fmt.Errorf("%s: constraints hold a control character", a)

@@ -21,6 +21,11 @@ type Snapshot struct {
 	Nodes []Node `json:"nodes"`
 	// Jobs sorted by ID.
 	Jobs []Job `json:"jobs"`
+	// Elsewhere are pending jobs with a gavel: tag outside the managed
+	// partitions, sorted by ID: a job the daemon managed that was moved
+	// there, or whose partition it no longer manages, is handed back from
+	// what they show. Readers that cannot tell leave it empty.
+	Elsewhere []Job `json:"elsewhere,omitempty"`
 }
 
 // Node is one compute node.
@@ -214,6 +219,16 @@ type Job struct {
 	// component is a record of its own; Slurm starts them together.
 	HetJobID     JobID `json:"het_job_id,omitempty"`
 	HetJobOffset int   `json:"het_job_offset,omitempty"`
+}
+
+// ElsewhereJob returns the pending job id outside the managed partitions
+// (Snapshot.Elsewhere), if the reader showed it.
+func (s *Snapshot) ElsewhereJob(id JobID) (Job, bool) {
+	i := sort.Search(len(s.Elsewhere), func(i int) bool { return s.Elsewhere[i].ID >= id })
+	if i < len(s.Elsewhere) && s.Elsewhere[i].ID == id {
+		return s.Elsewhere[i], true
+	}
+	return Job{}, false
 }
 
 // HoldsArrayTasks reports whether the record is a job array's own record

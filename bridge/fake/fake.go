@@ -453,6 +453,16 @@ func (s *Slurm) apply(ctx context.Context, a bridge.Action) error {
 			j.Held, j.Priority, j.Reason = false, 1, "Priority"
 			delete(s.adminHeld, j.ID)
 		}
+	case bridge.ActResetPriority:
+		if !pending {
+			return fmt.Errorf("%s: %w", a, ErrNotPending)
+		}
+		// A release: Slurm recomputes the priority, and lifts a hold.
+		j.Held, j.Priority = false, 1
+		if j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin" {
+			j.Reason = "Priority"
+		}
+		delete(s.adminHeld, j.ID)
 	case bridge.ActSetConstraints:
 		if !pending {
 			return fmt.Errorf("%s: %w", a, ErrNotPending)

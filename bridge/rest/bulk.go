@@ -22,7 +22,9 @@ import (
 // one process, and slurmrestd's list endpoints do the same from one
 // request. ApplyBatch therefore sends:
 //
-//	hold, release        scontrol hold|release ID,ID,...
+//	hold, release        scontrol hold|release ID,ID,... (with the lease:
+//	                     scontrol update JobId=ID,... Dependency=D, lease.go)
+//	reset-priority       scontrol release ID,ID,...
 //	set-constraints      scontrol update JobId=ID,ID,... Features=F (one call per value)
 //	set-priority         scontrol update JobId=ID,ID,... Priority=P (one call per value)
 //	begin-now            scontrol update JobId=ID,ID,... StartTime=now
@@ -46,7 +48,7 @@ import (
 var bulkOrder = []bridge.ActionKind{
 	bridge.ActHold, bridge.ActSignal, bridge.ActRequeue, bridge.ActRequeueHold,
 	bridge.ActSetConstraints, bridge.ActSetShape, bridge.ActSetShare, bridge.ActSetArrayLimit, bridge.ActSetPriority,
-	bridge.ActRelease, bridge.ActBeginNow,
+	bridge.ActResetPriority, bridge.ActRelease, bridge.ActBeginNow,
 }
 
 // textNotPending is slurmctld's answer to an update of a job that has
@@ -133,6 +135,10 @@ func (c *Client) ApplyBatch(ctx context.Context, actions []bridge.Action) []erro
 			continue
 		}
 		switch kind {
+		case bridge.ActResetPriority:
+			// Slurm's release recomputes the priority (and lifts no
+			// lease: that is a dependency).
+			c.scontrolBulk(ctx, actions, singles(listed), errs, func(ids string) []string { return []string{"release", ids} })
 		case bridge.ActHold, bridge.ActRelease:
 			if on, lease := c.leasing(); on {
 				c.leaseBulk(ctx, actions, listed, errs, kind, lease)

@@ -7,6 +7,7 @@
 package rest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -447,10 +448,15 @@ func buildSnapshot(taken time.Time, version string, partitions []string, rawNode
 			nodes = append(nodes, n)
 		}
 	}
-	var jobs []bridge.Job
+	var jobs, elsewhere []bridge.Job
 	for _, r := range rawJobs {
 		// A pending job may list several partitions ("gpu,cpu").
 		if !managed(strings.Split(r.Partition, ",")...) {
+			if len(r.States) > 0 && r.States[0] == string(bridge.JobPending) && strings.Contains(r.Comment, "gavel") {
+				if j, err := convertJob(r, byName); err == nil {
+					elsewhere = append(elsewhere, j)
+				}
+			}
 			continue
 		}
 		j, err := convertJob(r, byName)
@@ -463,6 +469,8 @@ func buildSnapshot(taken time.Time, version string, partitions []string, rawNode
 	if err != nil {
 		return nil, fmt.Errorf("snapshot from %s: %w", version, err)
 	}
+	slices.SortFunc(elsewhere, func(a, b bridge.Job) int { return cmp.Compare(a.ID, b.ID) })
+	snap.Elsewhere = elsewhere
 	return snap, nil
 }
 
@@ -515,6 +523,10 @@ func (c *Client) apply(ctx context.Context, act bridge.Action) error {
 		}
 		hold := act.Kind == bridge.ActHold
 		u.Hold = &hold
+	case bridge.ActResetPriority:
+		// A release recomputes the job's priority from Slurm's factors.
+		release := false
+		u.Hold = &release
 	case bridge.ActSetShape:
 		shapeUpdate(&u, act)
 	case bridge.ActSetShare:

@@ -287,13 +287,15 @@ func (c *Client) noteLease(raws []rawJob, managed func(rawJob) bool) []rawJob {
 func (c *Client) markLeaseHeld(snap *bridge.Snapshot) {
 	c.lease.mu.Lock()
 	defer c.lease.mu.Unlock()
-	for i := range snap.Jobs {
-		j := &snap.Jobs[i]
-		d, ok := c.lease.deps[j.ID]
-		if !ok || !d.lease {
-			continue
+	for _, jobs := range [][]bridge.Job{snap.Jobs, snap.Elsewhere} {
+		for i := range jobs {
+			j := &jobs[i]
+			d, ok := c.lease.deps[j.ID]
+			if !ok || !d.lease {
+				continue
+			}
+			j.LeaseHeld, j.Held, j.Dependency = true, true, d.shown
 		}
-		j.LeaseHeld, j.Held, j.Dependency = true, true, d.shown
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/sched"
 	"github.com/gavel-slurm/gavel-slurm/internal/store"
 )
 
@@ -105,6 +106,10 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 		return j.Held || running, fmt.Sprintf("held=%v", j.Held)
 	case bridge.ActRelease:
 		return !j.Held, fmt.Sprintf("held=%v", j.Held)
+	case bridge.ActResetPriority:
+		// Slurm's own priorities stay below the daemon's run priorities
+		// (README, slurm.conf).
+		return (!j.Held && j.Priority < sched.RunPriority) || running, fmt.Sprintf("priority %d, held=%v", j.Priority, j.Held)
 	case bridge.ActSetConstraints:
 		return j.Constraints == a.Constraints || running, fmt.Sprintf("constraints %q", j.Constraints)
 	case bridge.ActSetShape:

@@ -132,7 +132,11 @@ func (c *Core) forgetArrays(snap *bridge.Snapshot, managed map[bridge.JobID]bool
 		}
 		u := c.arrayLimits[a]
 		delete(c.arrayLimits, a)
-		if j, ok := snap.Job(a); ok && j.Active() && j.ArrayJobID == a && j.ArrayLimit != u {
+		j, ok := snap.Job(a)
+		if !ok {
+			j, ok = snap.ElsewhereJob(a) // moved out of the managed partitions
+		}
+		if ok && j.Active() && j.ArrayJobID == a && j.ArrayLimit != u {
 			c.released = append(c.released, queuedRelease{blind: true, Action: Action{
 				Action: bridge.Action{Kind: bridge.ActSetArrayLimit, Job: a, Tasks: u},
 				Why:    "array limit put back to its user's: the array is no longer managed", Restarts: j.Restarts}})

@@ -625,7 +625,24 @@ func (r queuedRelease) due(snap *bridge.Snapshot, c *Core) bool {
 		return true
 	}
 	j, ok := snap.Job(r.Job)
-	return ok && j.State == bridge.JobPending && j.Held && c.jobs[keyOf(r.Job)] == nil
+	if !ok {
+		j, ok = snap.ElsewhereJob(r.Job)
+	}
+	if !ok || j.State != bridge.JobPending || c.jobs[keyOf(r.Job)] != nil {
+		return false
+	}
+	// Only what the job still needs goes out.
+	switch r.Kind {
+	case bridge.ActRelease:
+		return j.Held
+	case bridge.ActSetConstraints:
+		return j.Constraints != r.Constraints
+	case bridge.ActResetPriority:
+		return j.Priority >= RunPriority
+	case bridge.ActSetShare:
+		return j.Shards > 0
+	}
+	return true
 }
 
 // Tracks reports whether the core keeps a record of job id: a managed job

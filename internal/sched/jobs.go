@@ -269,8 +269,14 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[jobKey]bool, now flo
 			delete(c.jobs, key)
 			continue
 		}
-		_, shown := snap.Job(id)
-		if !shown && !js.absent {
+		j, shown := snap.Job(id)
+		elsewhere := false
+		if !shown {
+			// Moved to a partition the daemon does not manage (or one
+			// dropped from its settings): it is not gone.
+			j, elsewhere = snap.ElsewhereJob(id)
+		}
+		if !shown && !elsewhere && !js.absent {
 			// Missing from this answer without Slurm saying it ended: one
 			// partial reply must not forget a job with its grace period
 			// or the daemon's hold. It is forgotten when the next round
@@ -279,10 +285,10 @@ func (c *Core) forgetUnseen(snap *bridge.Snapshot, seen map[jobKey]bool, now flo
 			kept = append(kept, key)
 			continue
 		}
-		if js.heldByDaemon {
-			c.releaseUnmanaged(snap, id)
+		if shown || elsewhere {
+			c.handBack(j, js)
 		}
-		if !shown && js.heldByDaemon && !js.replayed {
+		if !shown && !elsewhere && js.heldByDaemon && !js.replayed {
 			// Held by the daemon and gone from two answers: moved to a
 			// partition the daemon does not read, or Slurm's answers were
 			// broken twice. The record of whose hold it is goes now, so
@@ -335,28 +341,47 @@ type releaseQueue struct {
 
 func (q releaseQueue) clone() releaseQueue { return releaseQueue{slices.Clone(q.released)} }
 
-// releaseUnmanaged queues the release of a job the daemon held that is
-// still in Slurm but no longer managed (its tag, features or partition
-// changed): the hold would outlive the record that says it is the
-// daemon's. The GPU type the daemon put in its constraint is removed
-// first, so the job goes back to Slurm's normal handling with its own
-// features only.
-func (c *Core) releaseUnmanaged(snap *bridge.Snapshot, jid bridge.JobID) {
-	j, ok := snap.Job(jid)
-	if !ok || j.State != bridge.JobPending || !j.Held {
+// handBack queues what gives pending job j, which the daemon no longer
+// manages (its tag removed or broken, moved to another partition, its
+// partition no longer managed), all of itself back at once: the request
+// its owner made (the whole GPU of a shared one and any node, the shape
+// of one the daemon spread over a mix, its own features without the GPU
+// type the daemon added), the priority Slurm gives it rather than the
+// daemon's run priority, and no hold or lease of the daemon's. Its
+// array's limit comes back with forgetArrays. A job the daemon left as
+// its owner made it gets nothing.
+func (c *Core) handBack(j bridge.Job, js *jobState) {
+	if j.State != bridge.JobPending {
 		return
 	}
 	_, why := c.eligible(j)
 	queue := func(a bridge.Action, prefix string) {
-		a.Job = jid
+		a.Job = j.ID
 		c.released = append(c.released, queuedRelease{Action: Action{Action: a, Why: prefix + why, Restarts: j.Restarts}})
 	}
-	if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok && j.RequestedGPUType == "" {
-		if want := strings.Join(own, "&"); want != j.Constraints {
-			queue(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want}, "type constraint removed: ")
-		}
+	own, plain := ownFeatures(j.Constraints, c.isGPUType)
+	ownConstraint := strings.Join(own, "&")
+	switch {
+	case js.shareSet && j.Shards > 0:
+		queue(bridge.Action{Kind: bridge.ActSetShare, Constraints: ownConstraint}, "whole GPU asked for again: ")
+	case j.RequestedGPUType == "" && js.single.Nodes > 0 && isMixConstraint(j.Constraints, c.isGPUType):
+		queue(bridge.Action{Kind: bridge.ActSetShape, Nodes: js.single.Nodes, GPUsPerNode: js.single.GPUsPerNode, GPUs: js.single.GPUs},
+			"own request put back: ")
+	case plain && j.RequestedGPUType == "" && ownConstraint != j.Constraints:
+		queue(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: ownConstraint}, "type constraint removed: ")
 	}
-	queue(bridge.Action{Kind: bridge.ActRelease}, "hold released: ")
+	// A Slurm hold (an owner's, or one an earlier version of the daemon
+	// sent) shows as held with its reason, lease or not.
+	slurmHold := j.Held && (!j.LeaseHeld || strings.HasPrefix(j.Reason, "JobHeld"))
+	if j.Priority >= RunPriority && !slurmHold {
+		// Reset by a release, which would also lift a Slurm hold: where
+		// there is one, its release (the daemon's below, or the owner's)
+		// recomputes the priority anyway.
+		queue(bridge.Action{Kind: bridge.ActResetPriority}, "priority handed back to Slurm: ")
+	}
+	if js.heldByDaemon && j.Held {
+		queue(bridge.Action{Kind: bridge.ActRelease}, "hold released: ")
+	}
 }
 
 // noteHolds records which jobs the daemon itself holds after actions are

@@ -1,0 +1,109 @@
+package sched
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// A job leaving the daemon's management, whichever way it leaves, gets
+// all of itself back in the round that sees it go: the request its owner
+// made, Slurm's own priority, no hold or lease of the daemon's.
+func TestJobLeavingManagementGetsAllOfItselfBack(t *testing.T) {
+	a1 := node("a1", "v100", 1, 1)
+	a1.Features = []string{"v100", "bigmem"}
+	nodes := []bridge.Node{a1}
+	chosen := func() bridge.Job {
+		// Released onto v100 at the run priority; a QOS limit keeps it
+		// from starting.
+		j := pending(1, tag)
+		j.Constraints, j.Priority, j.Reason = "v100", RunPriority, "QOSMaxGRESPerUser"
+		return j
+	}
+	leaseHeld := func() bridge.Job {
+		j := pending(1, tag)
+		j.Held, j.LeaseHeld, j.Reason, j.Priority = true, true, "Dependency", RunPriority
+		return j
+	}
+	tests := map[string]struct {
+		// before is the job while managed, heldByDaemon and shareSet the
+		// daemon's record of it; leave is how it leaves (nil: moved
+		// out of the managed partitions, shown in Elsewhere).
+		before              bridge.Job
+		heldByDaemon, share bool
+		leave               func(bridge.Job) bridge.Job
+		elsewhere           bool
+		want                string
+	}{
+		"chosen, then its tag removed": {
+			before: chosen(), leave: func(j bridge.Job) bridge.Job { return j.WithComment("mine now") },
+			want: "set-constraints:,reset-priority",
+		},
+		"chosen, then moved to an unmanaged partition": {
+			before: chosen(), elsewhere: true,
+			want: "set-constraints:,reset-priority",
+		},
+		"chosen, own features kept": {
+			before: func() bridge.Job { j := chosen(); j.Constraints = "bigmem&v100"; return j }(),
+			leave:  func(j bridge.Job) bridge.Job { return j.WithComment("") },
+			want:   "set-constraints:bigmem,reset-priority",
+		},
+		"waiting on the lease, tag broken": {
+			before: leaseHeld(), heldByDaemon: true,
+			leave: func(j bridge.Job) bridge.Job { return j.WithComment("gavel: model=") },
+			want:  "reset-priority,release",
+		},
+		"a pair's member waiting, tag removed": {
+			before: func() bridge.Job {
+				j := leaseHeld()
+				j.Shards, j.RequiredNodes, j.Constraints = 2, "a1", "v100"
+				return j
+			}(), heldByDaemon: true, share: true,
+			leave: func(j bridge.Job) bridge.Job { return j.WithComment("") },
+			want:  "set-share:0@:,reset-priority,release",
+		},
+		"its owner's own hold stays theirs": {
+			before: func() bridge.Job {
+				j := pending(1, tag)
+				j.Held, j.Reason, j.Priority, j.Constraints = true, "JobHeldUser", 0, "v100"
+				return j
+			}(),
+			leave: func(j bridge.Job) bridge.Job { return j.WithComment("") },
+			want:  "set-constraints:",
+		},
+		"as its owner made it: nothing": {
+			before: pending(1, tag), leave: func(j bridge.Job) bridge.Job { return j.WithComment("") },
+			want: "",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := newCore(t, settings())
+			now := epoch
+			step(c, snapshot(t, now, nodes, tc.before), now, c.Solve)
+			js := c.jobs[keyOf(1)]
+			if js == nil {
+				t.Fatal("job 1 not tracked")
+			}
+			js.heldByDaemon, js.shareSet = tc.heldByDaemon, tc.share
+			now = now.Add(20 * time.Second)
+			var after *bridge.Snapshot
+			if tc.elsewhere {
+				after = snapshot(t, now, nodes)
+				moved := tc.before
+				moved.Partition = "cpu"
+				after.Elsewhere = []bridge.Job{moved}
+			} else {
+				after = snapshot(t, now, nodes, tc.leave(tc.before))
+			}
+			res := step(c, after, now, c.Solve)
+			if got := actionsOf(res.Actions, 1); got != tc.want {
+				t.Errorf("actions %q, want %q", got, tc.want)
+			}
+			if _, tracked := c.jobs[keyOf(1)]; tracked && tc.elsewhere {
+				t.Error("a job moved out of the managed partitions is still tracked")
+			}
+		})
+	}
+}
