@@ -59,6 +59,17 @@ local settings = {
 	-- with operators other than &, are left as they are.
 	untype_gpu_requests = false,
 	gpu_types = { "k80", "p100", "v100" },
+
+	-- The daemon keeps the jobs it does not start yet waiting on its
+	-- lease job (--dependency=afterany:LEASE), which runs out by itself
+	-- if the daemon stops. The owner of a managed job may not drop an
+	-- afterany: dependency the job has: it would start the job ahead of
+	-- the allocation. root and these users (the daemon's slurm.user,
+	-- whose token sends its updates) may. Names are looked up in
+	-- /etc/passwd when the script loads; list uids in daemon_uids where
+	-- users come from elsewhere (LDAP).
+	daemon_users = { "slurm" },
+	daemon_uids = {},
 }
 
 ------------------------------------------------------------ text helpers
@@ -1170,6 +1181,59 @@ end
 -- by anyone but an administrator, even one made by this script, so the
 -- copy of the tag follows a user's new comment only when root makes the
 -- change; otherwise it keeps the tag the job was submitted with.
+-- passwd_uid returns the uid /etc/passwd gives name, or nil.
+local function passwd_uid(name)
+	local f = io.open("/etc/passwd", "r")
+	if not f then
+		return nil
+	end
+	for line in f:lines() do
+		local user, uid = line:match("^([^:]*):[^:]*:(%d+):")
+		if user == name then
+			f:close()
+			return tonumber(uid)
+		end
+	end
+	f:close()
+	return nil
+end
+
+-- may_drop_lease reports whether uid may remove the daemon's lease from a
+-- job's dependency: root, and the daemon's own users.
+local function may_drop_lease(uid)
+	if uid == 0 then
+		return true
+	end
+	for _, u in ipairs(settings.daemon_uids) do
+		if u == uid then
+			return true
+		end
+	end
+	for _, name in ipairs(settings.daemon_users) do
+		if passwd_uid(name) == uid then
+			return true
+		end
+	end
+	return false
+end
+
+-- dropped_afterany returns the first afterany:N element of the
+-- dependency old ("afterany:58(unfulfilled),afterok:12") that new no
+-- longer has, or nil. Slurm's notes in parentheses are ignored.
+local function dropped_afterany(old, new)
+	local kept = {}
+	for elem in (new or ""):gmatch("[^,?]+") do
+		kept[(elem:gsub("%(.*%)$", ""))] = true
+	end
+	for elem in (old or ""):gmatch("[^,?]+") do
+		local bare = elem:gsub("%(.*%)$", "")
+		if bare:match("^afterany:%d+$") and not kept[bare] then
+			return bare
+		end
+	end
+	return nil
+end
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
 	-- The scheduler preempts by requeueing, so the owner of a managed job
 	-- may not turn requeue off (scontrol update jobid=N requeue=0); the
@@ -1179,6 +1243,17 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
 		local comment = job_desc.comment or job_rec.comment
 		if managed(job_desc.partition or job_rec.partition, part_list) and parse_tag(comment or "") then
 			slurm.log_user("%s", "gavel-slurm: requeue=0 refused: the job is scheduled by gavel-slurm, which preempts by requeueing")
+			return slurm.ERROR
+		end
+	end
+	-- Nor may the owner take the job off the daemon's lease (scontrol
+	-- update jobid=N dependency=): it would start ahead of the allocation.
+	if job_desc.dependency ~= nil and not may_drop_lease(modify_uid) then
+		local dropped = dropped_afterany(job_rec.dependency, job_desc.dependency)
+		local comment = job_desc.comment or job_rec.comment
+		if dropped and managed(job_desc.partition or job_rec.partition, part_list) and parse_tag(comment or "") then
+			slurm.log_user("gavel-slurm: dependency change refused: it drops %s, which keeps the job waiting for " ..
+				"gavel-slurm's next round (ask an administrator to change it)", dropped)
 			return slurm.ERROR
 		end
 	end
@@ -1196,6 +1271,7 @@ gavel_job_submit = {
 	format_tag = format_tag,
 	format_float = format_float,
 	lower_rune = lower_rune,
+	dropped_afterany = dropped_afterany,
 	is_print = is_print,
 	go_quote = go_quote,
 }

@@ -35,6 +35,8 @@ func TestJobSubmit(t *testing.T) {
 	const bad = "gavel-slurm: not managed: steps= is not a number: \"x\""
 	const noTag = "gavel-slurm: jobs in this partition need a gavel: tag in --comment (see the site's documentation)"
 	const requeueOff = "gavel-slurm: requeue=0 refused: the job is scheduled by gavel-slurm, which preempts by requeueing"
+	const leaseOff = "gavel-slurm: dependency change refused: it drops afterany:58, which keeps the job waiting for " +
+		"gavel-slurm's next round (ask an administrator to change it)"
 	cases := []jobCase{
 		{name: "valid tag: requeueable, tag copied", desc: fields{"partition": "gpu", "comment": "train; gavel: STEPS=5k model=x"},
 			writes: []string{"requeue=1", "admin_comment=gavel: model=x steps=5000"}},
@@ -124,6 +126,21 @@ func TestJobSubmit(t *testing.T) {
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}, rc: -1, msg: requeueOff},
 		{name: "modify by root: requeue=0 passes", root: true, desc: fields{"requeue": 0},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x"}},
+		// Nor may they take a managed job off the daemon's lease, which
+		// would start it ahead of the allocation.
+		{name: "modify by a user: dropping the lease is refused", desc: fields{"dependency": ""},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}, rc: -1, msg: leaseOff},
+		{name: "modify by a user: dropping the lease among others is refused", desc: fields{"dependency": "afterok:12"},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterok:12(unfulfilled),afterany:58(unfulfilled)"},
+			rc: -1, msg: leaseOff},
+		{name: "modify by a user: adding a dependency beside the lease passes", desc: fields{"dependency": "afterany:58,afterok:13"},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}},
+		{name: "modify by a user: an unmanaged job's dependency is theirs", desc: fields{"dependency": ""},
+			rec: fields{"partition": "cpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}},
+		{name: "modify by root: dropping the lease passes", root: true, desc: fields{"dependency": ""},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}},
+		{name: "modify by the daemon's uid: dropping the lease passes", settings: fields{"daemon_uids": []int{1000}}, desc: fields{"dependency": ""},
+			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}},
 		// A site may require a tag in its scheduled partitions.
 		{name: "require_tag: a job without a tag is refused", settings: fields{"require_tag": true},
 			desc: fields{"partition": "gpu", "comment": "plain job"}, rc: -1, msg: noTag},
@@ -216,6 +233,12 @@ func luaValue(v any) string {
 		return fmt.Sprint(v)
 	case bool:
 		return fmt.Sprint(v)
+	case []int:
+		items := make([]string, len(v))
+		for i, n := range v {
+			items[i] = fmt.Sprint(n)
+		}
+		return "{" + strings.Join(items, ", ") + "}"
 	case []string:
 		items := make([]string, len(v))
 		for i, s := range v {
