@@ -5,8 +5,10 @@ package daemon
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -239,5 +241,61 @@ func TestDaemonBackAfterItsLeaseAdoptsWhatSlurmStarted(t *testing.T) {
 	}
 	if id, state := leaseJobState(t, env, part); state != "PENDING" || id == leaseID {
 		t.Errorf("lease job after the restart: %s %s, want a new pending one", id, state)
+	}
+}
+
+// gavel-slurm handback, run after the daemon stopped, puts every job back
+// as its owner submitted it: no lease dependency, Slurm's own priority,
+// the constraint and array limit as submitted; it ends the lease and
+// exits 0 with nothing left.
+func TestHandbackLeavesEveryJobAsSubmitted(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	bin := buildBinary(t)
+	part := ownPartition(t, env, "k80-2") // 4 GPUs
+	script := "#!/bin/bash\nsleep 300\n"
+	submit := func(args ...string) int {
+		return env.Submit(t, script, append([]string{"--partition=" + part, "--output=/dev/null"}, args...)...)
+	}
+	for range 5 {
+		submit("--gres=gpu:1", "--comment=gavel: model=resnet50-bs64 steps=1M")
+	}
+	array := submit("--gres=gpu:1", "--array=0-3%3", "--comment=gavel: model=a3c steps=1M")
+	config := daemonConfig(t, env, "default_grace = \"2s\"")
+	stateDir := t.TempDir()
+	d := startDaemon(t, bin, "--config", config, "--partitions", part, "--round", "5s", "--state-dir", stateDir, "--listen", freeAddr(t))
+	d.waitFor(t, 90*time.Second, "round 3", func(l logLine) bool { return l.Message == "round" && l.Round >= 3 })
+	leased := 0
+	for _, q := range partitionQueue(t, env, part) {
+		if q.state == "PENDING" && strings.Contains(q.dependency, "afterany:") {
+			leased++
+		}
+	}
+	if leased == 0 {
+		t.Fatal("no job waits on the lease before the hand-back: the test exercises nothing")
+	}
+	if err := d.stop(t); err != nil {
+		t.Fatalf("daemon did not stop cleanly: %v", err)
+	}
+
+	out, err := exec.Command(bin, "handback", "--config", config, "--partitions", part, "--state-dir", stateDir).CombinedOutput()
+	t.Logf("handback:\n%s", out)
+	if err != nil {
+		t.Fatalf("handback: %v", err)
+	}
+	if _, state := leaseJobState(t, env, part); state == "PENDING" {
+		t.Error("the lease job is still pending after the hand-back")
+	}
+	lines := env.Run(t, env.SqueuePath, "-h", "-r", "-p", part, "-t", "PENDING", "-o", "%i|%Q|%E|%f")
+	for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+		f := strings.Split(l, "|")
+		if len(f) != 4 {
+			continue
+		}
+		if prio, _ := strconv.Atoi(f[1]); prio >= 1_000_000 || (f[2] != "(null)" && f[2] != "") || (f[3] != "(null)" && f[3] != "") {
+			t.Errorf("job %s after the hand-back: priority %s, dependency %s, features %s; want Slurm's, none, none", f[0], f[1], f[2], f[3])
+		}
+	}
+	if limit := env.Run(t, env.ScontrolPath, "show", "job", strconv.Itoa(array)); !strings.Contains(limit, "ArrayTaskThrottle=3") {
+		t.Errorf("array %d's limit is not its owner's 3 after the hand-back:\n%s", array, limit)
 	}
 }

@@ -107,3 +107,38 @@ func TestJobLeavingManagementGetsAllOfItselfBack(t *testing.T) {
 		})
 	}
 }
+
+// HandBackAll restores every job the records know or that waits on the
+// lease, and each array's own limit, without changing the records; on a
+// view where all of it landed there is nothing left.
+func TestHandBackAllRestoresAndListsWhatIsLeft(t *testing.T) {
+	c := newCore(t, settings())
+	nodes := []bridge.Node{node("a1", "v100", 2, 2)}
+	chosen := pending(1, tag)
+	chosen.Constraints, chosen.Priority = "v100", RunPriority
+	array := pending(5, tag)
+	array.ArrayJobID, array.ArrayTasks, array.ArrayLimit = 5, "0-3", 2
+	step(c, snapshot(t, epoch, nodes, chosen, array), epoch, c.Solve)
+	c.arrayLimits[5] = 3 // its owner's own %3
+	stray := pending(9, "no tag")
+	stray.Held, stray.LeaseHeld, stray.Reason = true, true, "Dependency"
+	now := epoch.Add(time.Minute)
+	got := c.HandBackAll(snapshot(t, now, nodes, chosen, array, stray))
+	want := map[bridge.JobID]string{1: "set-constraints:,reset-priority", 5: "set-array-limit:3", 9: "release"}
+	for id, w := range want {
+		if a := actionsOf(got, id); a != w {
+			t.Errorf("job %d: %q, want %q", id, a, w)
+		}
+	}
+	if c.jobs[keyOf(1)] == nil || c.arrayLimits[5] != 3 {
+		t.Error("HandBackAll changed the records")
+	}
+	restored := pending(1, tag)
+	array.ArrayLimit = 3
+	if left := c.HandBackLeft(snapshot(t, now, nodes, restored, array, pending(9, "no tag"))); len(left) != 0 {
+		t.Errorf("left after every restore landed: %q", left)
+	}
+	if left := c.HandBackLeft(snapshot(t, now, nodes, chosen, array)); len(left) != 1 {
+		t.Errorf("left with job 1 as the daemon had it: %q, want one line", left)
+	}
+}

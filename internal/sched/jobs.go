@@ -355,6 +355,9 @@ func (c *Core) handBack(j bridge.Job, js *jobState) {
 		return
 	}
 	_, why := c.eligible(j)
+	if why == "" {
+		why = "handed back" // still managed: a hand-back on purpose
+	}
 	queue := func(a bridge.Action, prefix string) {
 		a.Job = j.ID
 		c.released = append(c.released, queuedRelease{Action: Action{Action: a, Why: prefix + why, Restarts: j.Restarts}})
