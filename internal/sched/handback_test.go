@@ -142,3 +142,36 @@ func TestHandBackAllRestoresAndListsWhatIsLeft(t *testing.T) {
 		t.Errorf("left with job 1 as the daemon had it: %q, want one line", left)
 	}
 }
+
+// A job the round keeps waiting loses what the daemon gave it when it
+// last chose it, so that it is right for Slurm if the lease runs out.
+func TestWaitingJobIsAsSubmitted(t *testing.T) {
+	c := newCore(t, settings())
+	step(c, snapshot(t, epoch, []bridge.Node{node("a1", "v100", 1, 0)}), epoch, c.Solve) // learns the GPU types
+	tests := map[string]struct {
+		job  func(bridge.Job) bridge.Job
+		want string
+	}{
+		"chosen before, now waiting on the lease": {func(j bridge.Job) bridge.Job {
+			j.Constraints, j.Priority, j.Held, j.LeaseHeld = "bigmem&v100", RunPriority, true, true
+			return j
+		}, "set-constraints:bigmem,reset-priority"},
+		"requeued, not held yet": {func(j bridge.Job) bridge.Job {
+			j.Constraints, j.Priority, j.Restarts = "v100", RunPriority, 1
+			return j
+		}, "set-constraints:,reset-priority"},
+		"as submitted":      {func(j bridge.Job) bridge.Job { j.Constraints = "bigmem"; return j }, ""},
+		"typed request":     {func(j bridge.Job) bridge.Job { j.RequestedGPUType, j.Constraints = "v100", "v100"; return j }, ""},
+		"a Slurm hold":      {func(j bridge.Job) bridge.Job { j.Held, j.Priority, j.Reason = true, 0, "JobHeldUser"; return j }, ""},
+		"a pair's member":   {func(j bridge.Job) bridge.Job { j.Shards, j.Constraints = 2, "v100"; return j }, ""},
+		"a mix's own shape": {func(j bridge.Job) bridge.Job { j.Constraints = "v100|k80"; return j }, ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := tc.job(pending(1, tag))
+			if got := actionsOf(c.waitAsSubmitted(j, "waits"), 1); got != tc.want {
+				t.Errorf("actions %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"strings"
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
@@ -75,6 +76,9 @@ func (c *Core) translate(snap *bridge.Snapshot, plan *rounds.Plan, now time.Time
 		case rounds.Wait:
 			if pending && !j.Held {
 				out = append(out, Action{Action: bridge.Action{Kind: bridge.ActHold, Job: j.ID}, Why: js.reason, Restarts: j.Restarts})
+			}
+			if pending {
+				out = append(out, c.waitAsSubmitted(j, js.reason)...)
 			}
 		case rounds.Preempt:
 			switch {
@@ -161,6 +165,34 @@ func (c *Core) eligibleActions(j bridge.Job, prio int64, why string) []Action {
 	// release sets that delay again: make it eligible at once, last.
 	if j.Reason == "BeginTime" || (j.Held && j.Restarts > 0) {
 		add(bridge.Action{Kind: bridge.ActBeginNow})
+	}
+	return out
+}
+
+// waitAsSubmitted is what makes a job the round keeps waiting look as its
+// owner submitted it, where the daemon changed it when it last chose it
+// (or it ran, and was requeued): its own features without a GPU type and
+// Slurm's own priority. A waiting job is then already right for Slurm to
+// schedule if the daemon's lease runs out; the next choice sets both
+// again. Pairs' shard requests and mixes' shapes stay: they are put back
+// when the job leaves management or is handed back.
+func (c *Core) waitAsSubmitted(j bridge.Job, why string) []Action {
+	var out []Action
+	add := func(a bridge.Action) {
+		a.Job = j.ID
+		out = append(out, Action{Action: a, Why: why, Restarts: j.Restarts})
+	}
+	if j.RequestedGPUType == "" && j.Shards == 0 && !isMixConstraint(j.Constraints, c.isGPUType) {
+		if own, ok := ownFeatures(j.Constraints, c.isGPUType); ok {
+			if want := strings.Join(own, "&"); want != j.Constraints {
+				add(bridge.Action{Kind: bridge.ActSetConstraints, Constraints: want})
+			}
+		}
+	}
+	// A Slurm hold's release would reset it anyway; only the lease leaves
+	// an explicit priority in place.
+	if j.Priority >= RunPriority && (!j.Held || j.LeaseHeld) {
+		add(bridge.Action{Kind: bridge.ActResetPriority})
 	}
 	return out
 }
