@@ -319,3 +319,36 @@ func TestLeaseBatchAndRequeue(t *testing.T) {
 		t.Errorf("ran %q, want %q", runs, want)
 	}
 }
+
+// The lease costs one request per round, however many jobs wait on it:
+// 5,000 here, the scale the site tests run at.
+func TestLeaseRenewalIsOneRequestAtScale(t *testing.T) {
+	jobs := []api.V0042JobInfo{leaseJob(40)}
+	for id := int32(1000); id < 6000; id++ {
+		jobs = append(jobs, pendingJob(id, "ana", "gpu", "afterany:40(unfulfilled)"))
+	}
+	l := &leaseRestd{jobs: jobs}
+	c, f := newLeaseClient(t, l)
+	ctx := context.Background()
+	snap, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, j := range snap.Jobs {
+		if j.LeaseHeld {
+			held++
+		}
+	}
+	if held != 5000 {
+		t.Fatalf("%d jobs wait on the lease, want 5000", held)
+	}
+	n := len(f.requests)
+	if _, err := c.RenewLease(ctx, testNow.Add(18*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.requests[n:]; len(got) != 1 {
+		t.Errorf("the renewal sent %d requests, want 1: %q", len(got), got)
+	}
+	t.Logf("quiet round at %d waiting jobs: %d request for the lease", held, len(f.requests)-n)
+}
