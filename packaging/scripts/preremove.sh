@@ -13,8 +13,13 @@ remove | 0)
 		systemctl --no-reload disable --now gavel-slurm.service gavel-slurm-collector.service >/dev/null 2>&1 || true
 	fi
 	if [ -f /etc/gavel-slurm/gavel-slurm.toml ] && [ -x /usr/bin/gavel-slurm ]; then
-		/usr/bin/gavel-slurm handback --config /etc/gavel-slurm/gavel-slurm.toml ||
-			echo "gavel-slurm: handback left jobs as the daemon had them (above); they become Slurm's when its lease runs out" >&2
+		# As the daemon's user, who owns its state and token.
+		as=""
+		if command -v runuser >/dev/null 2>&1 && id gavel-slurm >/dev/null 2>&1; then
+			as="runuser -u gavel-slurm --"
+		fi
+		timeout 300 $as /usr/bin/gavel-slurm handback --config /etc/gavel-slurm/gavel-slurm.toml ||
+			echo "gavel-slurm: handback did not finish (above); jobs left as the daemon had them become Slurm's when its lease runs out" >&2
 	fi
 	;;
 esac
