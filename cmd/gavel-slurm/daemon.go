@@ -156,7 +156,7 @@ func coreSettings(cfg *config.Config) daemon.Settings {
 		DefaultGrace: cfg.Scheduler.DefaultGrace, DefaultRestart: cfg.Scheduler.DefaultRestartCost,
 		RestartHoldMin: cfg.Scheduler.RestartHoldMin,
 		GraceSignal:    cfg.Scheduler.GraceSignal, DefaultPreempt: cfg.Scheduler.DefaultPreempt,
-		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), RefillPoll: cfg.Scheduler.RefillPoll, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
+		MinRunTime: cfg.Scheduler.EffectiveMinRunTime(), Lease: daemonLease(cfg), RefillPoll: cfg.Scheduler.RefillPoll, AdoptAdminHolds: cfg.Daemon.AdoptAdminHolds,
 		ShareOffPartitions: cfg.Scheduler.ShareOffPartitions,
 		Rules:              cfg.Rules,
 		TrialAndError: sched.TESettings{Enabled: cfg.TrialAndError.Enabled, Weight: cfg.TrialAndError.Weight,
@@ -574,4 +574,13 @@ func (p *shellParts) parts(cfg *config.Config, instance int) (*daemon.Core, brid
 		slurm = client
 	}
 	return core, slurm, nil
+}
+
+// daemonLease is the lease the daemon renews: none in a dry run, which
+// sends nothing.
+func daemonLease(cfg *config.Config) time.Duration {
+	if cfg.Scheduler.DryRun {
+		return 0
+	}
+	return cfg.Scheduler.EffectiveLease()
 }

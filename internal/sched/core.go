@@ -68,6 +68,11 @@ type Settings struct {
 	// MinRunTime is the least time a job runs (since it started, or since
 	// the daemon first saw it running) before it may be preempted.
 	MinRunTime time.Duration
+	// Lease is how long the daemon's lease lasts after each round
+	// (bridge/rest/lease.go); 0 when jobs are kept waiting with holds. A
+	// job that starts while it waits on a lease that still lives left it
+	// by its owner's hand, ahead of the allocation: nothing pins it.
+	Lease time.Duration
 	// Seed drives the type-order shuffle of heterogeneity-agnostic
 	// policies and the randomized policies, so runs are reproducible.
 	Seed int64
@@ -128,6 +133,11 @@ type jobState struct {
 	entity string
 	grace  time.Duration
 	notes  []string
+	// jumped is set for a job that started while the daemon kept it
+	// waiting on a lease that still lived (its owner removed the
+	// dependency): no minimum run time or restart hold keeps it where it
+	// got ahead of the allocation.
+	jumped bool
 	// restartTag is the tag's restart cost as the site lets it stand,
 	// restartMax the site's limit on any cost of the job; restartMeasured
 	// is the cost measured at its last restart (restartcost.go).

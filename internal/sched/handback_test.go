@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
 // A job leaving the daemon's management, whichever way it leaves, gets
@@ -171,6 +172,49 @@ func TestWaitingJobIsAsSubmitted(t *testing.T) {
 			j := tc.job(pending(1, tag))
 			if got := actionsOf(c.waitAsSubmitted(j, "waits"), 1); got != tc.want {
 				t.Errorf("actions %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A job its owner takes off the daemon's lease while the lease lives
+// starts ahead of the allocation: no minimum run time or restart hold
+// keeps it. One Slurm started while the lease had lapsed (the daemon was
+// away) is adopted like any running job.
+func TestJobThatLeftTheLeaseEarnsNoPin(t *testing.T) {
+	for name, tc := range map[string]struct {
+		after      time.Duration
+		wantJumped bool
+	}{
+		"left while the lease lived":         {20 * time.Second, true},
+		"started after the lease had lapsed": {5 * time.Minute, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			set := settings()
+			set.Lease, set.MinRunTime = time.Minute, 10*time.Minute
+			c := newCore(t, set)
+			nodes := []bridge.Node{node("a1", "v100", 1, 1)} // busy: nothing starts
+			waiting := pending(1, tag)
+			waiting.Held, waiting.LeaseHeld, waiting.Reason = true, true, "Dependency"
+			other := pending(2, tag)
+			step(c, snapshot(t, epoch, nodes, waiting, other), epoch, c.Solve)
+			if !c.jobs[keyOf(1)].heldByDaemon {
+				t.Fatal("a job waiting on the lease is not the daemon's")
+			}
+			now := epoch.Add(tc.after)
+			started := running(1, tag, "a1", "v100", 0)
+			started.StartTime = now.Add(-5 * time.Second)
+			step(c, snapshot(t, now, []bridge.Node{node("a1", "v100", 1, 1)}, started, other), now, c.Solve)
+			js := c.jobs[keyOf(1)]
+			if js.jumped != tc.wantJumped {
+				t.Errorf("jumped = %v, want %v", js.jumped, tc.wantJumped)
+			}
+			wantPin := rounds.PinMinRunTime
+			if tc.wantJumped {
+				wantPin = rounds.NotPinned
+			}
+			if got := c.pinOf(js, started, now); got != wantPin {
+				t.Errorf("pin %v, want %v", got, wantPin)
 			}
 		})
 	}

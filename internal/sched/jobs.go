@@ -132,6 +132,17 @@ func (c *Core) syncJob(j bridge.Job, js *jobState, now time.Time) {
 		// someone else's.
 		js.heldByDaemon = false
 	}
+	if js != nil && js.heldByDaemon && isRunning(j) && c.leaseLives(now) {
+		// Started without the daemon's release while its lease lived:
+		// its owner took it off the lease. It is scheduled like any
+		// running job, but nothing it did not earn keeps it.
+		js.heldByDaemon, js.jumped = false, true
+		js.notes = append(js.notes, "started ahead of its turn: its dependency on the daemon's lease was removed, "+
+			"so no minimum run time or restart hold keeps it")
+	}
+	if js != nil && j.State == bridge.JobPending {
+		js.jumped = false
+	}
 	if j.State == bridge.JobPending && j.LeaseHeld {
 		// Waiting on the daemon's lease: the daemon's alone, whatever
 		// its records say (a state directory lost or replaced).
@@ -340,6 +351,14 @@ type releaseQueue struct {
 }
 
 func (q releaseQueue) clone() releaseQueue { return releaseQueue{slices.Clone(q.released)} }
+
+// leaseLives reports whether the daemon's lease still held at now: a
+// lease is configured and the last round, which renewed it, is less than
+// its length ago. A job that starts while its lease has lapsed (the daemon
+// was away) was started by Slurm in the daemon's absence, and is adopted.
+func (c *Core) leaseLives(now time.Time) bool {
+	return c.set.Lease > 0 && !c.lastRound.IsZero() && now.Sub(c.lastRound) < c.set.Lease
+}
 
 // handBack queues what gives pending job j, which the daemon no longer
 // manages (its tag removed or broken, moved to another partition, its

@@ -133,7 +133,15 @@ func (c *Core) passProgress() {
 
 // runSince is when a running job's current run began, as far as the
 // daemon knows: its start, or when the daemon first saw it.
+// longAgo is the start of a run that earned nothing (jobState.jumped): so
+// long ago that every pin on time run has lapsed (the mechanism reads 0
+// seconds as long ago too).
+var longAgo = time.Unix(0, 0)
+
 func runSince(js *jobState, j bridge.Job) time.Time {
+	if js.jumped {
+		return longAgo
+	}
 	since := js.firstSeen
 	if j.StartTime.After(since) {
 		since = j.StartTime
