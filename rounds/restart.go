@@ -166,14 +166,21 @@ func (o *Options) finishWithin(hold float64) float64 {
 // holdDecision is the restart rule for a running job with hold H that
 // has run ranFor seconds since it started and has remaining seconds of
 // work left where it runs (0: unknown): keep it while its restart is not
-// paid for, or to its end when that is at most finish away.
+// paid for, or to its end when that is at most finish away. The end is
+// the job's own estimate (its tag's steps less the steps it reported): a
+// job that was near its end once it had paid for its restart has ended by
+// hold + finish unless the estimate was wrong, so the pin lapses there
+// whatever the tag says. A tag that understates the steps (steps=1, or a
+// job past its total, which counts one step left), on a site where
+// progress is never reported or not, keeps no GPU longer than
+// (1 + RestartFinish) × H.
 func holdDecision(hold, finish, ranFor, remaining float64) Pin {
 	switch {
 	case !(hold > 0):
 		return NotPinned
 	case ranFor < hold:
 		return PinRestartUnpaid
-	case remaining > 0 && remaining <= finish:
+	case remaining > 0 && remaining <= finish && ranFor < hold+finish:
 		return PinNearEnd
 	}
 	return NotPinned

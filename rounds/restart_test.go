@@ -21,6 +21,12 @@ func TestHoldDecision(t *testing.T) {
 		{"near its end", 600, 1200, 720, 1200, PinNearEnd},
 		{"just past near its end", 600, 1200, 720, 1201, NotPinned},
 		{"unpaid wins over near its end", 600, 1200, 0, 100, PinRestartUnpaid},
+		{"near its end until hold + finish", 600, 1200, 1799, 1, PinNearEnd},
+		// Past its announced steps (or steps=1 with no progress reported)
+		// it always reads one step from its end: the pin lapses all the
+		// same, so no tag keeps a GPU for good.
+		{"past its announced end: the pin lapses at hold + finish", 600, 1200, 1800, 1, NotPinned},
+		{"an end that never comes", 600, 1200, 72000, 0.001, NotPinned},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

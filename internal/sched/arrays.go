@@ -122,6 +122,19 @@ func (c *Core) noteArray(j bridge.Job) {
 	}
 }
 
+// noteArrayOwn writes each set-array-limit's array's own limit into the
+// action, for the journal (Action.ArrayOwn).
+func (c *Core) noteArrayOwn(actions []Action) {
+	for i := range actions {
+		if actions[i].Kind != bridge.ActSetArrayLimit {
+			continue
+		}
+		if u, ok := c.arrayLimits[actions[i].Job]; ok {
+			actions[i].ArrayOwn, actions[i].ArrayOwnSet = u, true
+		}
+	}
+}
+
 // forgetArrays puts back the user's limit of the arrays the daemon no
 // longer manages (every record of them finished, left, or lost its tag);
 // managed lists the arrays with a record the daemon manages this round.

@@ -415,6 +415,12 @@ type Action struct {
 	// the journal keeps the room claimed (RestoreJournal). The journal
 	// spells it as a JSON string.
 	ForTE bridge.JobID `json:",omitempty,string"`
+	// ArrayOwn is, on a set-array-limit (with ArrayOwnSet), the array's
+	// own limit as the core knew it when it sent the action (0: none), so
+	// that a restart that finds the action only in the journal does not
+	// take the daemon's limit for its user's (RestoreJournal).
+	ArrayOwn    int  `json:",omitempty"`
+	ArrayOwnSet bool `json:",omitempty"`
 }
 
 // Solver computes the allocation; the shell passes one that times the
@@ -522,6 +528,7 @@ func (w *Core) step(in Input, p *Proposal) {
 	}
 	w.released = nil
 	w.noteHolds(p.Actions)
+	w.noteArrayOwn(p.Actions)
 	w.lastRound = now
 }
 

@@ -219,3 +219,36 @@ func TestJobThatLeftTheLeaseEarnsNoPin(t *testing.T) {
 		})
 	}
 }
+
+// A crash between an array's first set-array-limit and the state's save
+// does not make the daemon's limit its user's: the journaled action
+// carries the user's own, which the restart takes back.
+func TestArrayOwnLimitSurvivesACrashBeforeTheSave(t *testing.T) {
+	c := newCore(t, settings())
+	nodes := []bridge.Node{node("a1", "v100", 2, 1)}
+	array := pending(5, tag)
+	array.ArrayJobID, array.ArrayTasks, array.ArrayLimit = 5, "0-7", 4
+	p := c.Step(Input{Snap: snapshot(t, epoch, nodes, array), Now: epoch, Solve: c.Solve})
+	var sent *Action
+	for i, a := range p.Actions {
+		if a.Kind == bridge.ActSetArrayLimit {
+			sent = &p.Actions[i]
+		}
+	}
+	if sent == nil {
+		t.Fatalf("no set-array-limit in %s", describeActions(p.Actions))
+	}
+	if !sent.ArrayOwnSet || sent.ArrayOwn != 4 {
+		t.Fatalf("the journaled limit carries own %d (set %v), want 4", sent.ArrayOwn, sent.ArrayOwnSet)
+	}
+	// The crash: the action reached Slurm, the state was never saved.
+	restarted := newCore(t, settings())
+	restarted.Restore(map[string]Record{}, 1)
+	replay := restarted.RestoreJournal([]JournalEntry{{Created: epoch, Pending: true, Seq: 7, Action: *sent}}, map[string]Record{})
+	restarted.Commit(replay, []Outcome{Accepted})
+	array.ArrayLimit = sent.Tasks // what Slurm shows now: the daemon's
+	step(restarted, snapshot(t, epoch.Add(20*time.Second), nodes, array), epoch.Add(20*time.Second), restarted.Solve)
+	if got := restarted.arrayLimits[5]; got != 4 {
+		t.Errorf("the array's own limit after the restart is %d, want its user's 4 (the daemon set %d)", got, sent.Tasks)
+	}
+}

@@ -46,6 +46,7 @@ func (w *Core) look(snap *bridge.Snapshot, now time.Time) []Action {
 	out = append(out, w.trialAndError(snap, now)...)
 	out = append(out, w.refill(snap, out)...)
 	w.noteHolds(out)
+	w.noteArrayOwn(out)
 	return out
 }
 

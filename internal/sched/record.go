@@ -113,12 +113,23 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 	if e.Failed {
 		return
 	}
+	a := e.Action
+	if a.Kind == bridge.ActSetArrayLimit && a.ArrayOwnSet {
+		// The array's own limit, which the state may not have kept yet:
+		// without it the limit the daemon set would be taken for its
+		// user's at the next look.
+		if _, known := c.arrayLimits[a.Job]; !known {
+			if c.arrayLimits == nil {
+				c.arrayLimits = map[bridge.JobID]int{}
+			}
+			c.arrayLimits[a.Job] = a.ArrayOwn
+		}
+	}
 	key := keyOf(e.Action.Job)
 	js := c.jobs[key]
 	if js != nil && e.Created.Before(records[js.name].UpdatedAt) {
 		return
 	}
-	a := e.Action
 	if js == nil {
 		if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
 			return
