@@ -233,6 +233,15 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 				}
 			}
 		}
+		if a.Kind == bridge.ActSetShare && js != nil {
+			// Slurm refused it: whose shard request the job carries is as
+			// it was before.
+			if b := c.jobs[keyOf(a.Job)]; b != nil {
+				js.shareSet = b.shareSet
+			} else {
+				js.shareSet = false
+			}
+		}
 		held, changes := holdOwnership(a.Kind)
 		if !changes || settled[a.Job] {
 			continue

@@ -131,11 +131,12 @@ func (c *Core) replay(e JournalEntry, records map[string]Record) {
 		return
 	}
 	if js == nil {
-		if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold {
+		if a.Kind != bridge.ActHold && a.Kind != bridge.ActRequeueHold && a.Kind != bridge.ActSetShare {
 			return
 		}
 		// A job that arrived in the round the crash cut short: the
-		// journal is all that says the hold is the daemon's.
+		// journal is all that says the hold (or the shard request) is the
+		// daemon's.
 		js = &jobState{key: key, name: key.String(), firstSeen: e.Created, received: map[string]float64{}, replayed: true}
 		c.jobs[key] = js
 		c.order = append(c.order, key)

@@ -324,3 +324,45 @@ func TestJobsArePairedOnceMeasured(t *testing.T) {
 		t.Fatalf("pairs once measured: %+v", got)
 	}
 }
+
+// A set-share Slurm refused leaves the job's request its own: the daemon
+// must not later take the user's request for one it wrote, nor its own
+// for the user's.
+func TestRefusedSetShareChangesNoOwnership(t *testing.T) {
+	c := newCore(t, packedSettings())
+	nodes := []bridge.Node{node("v0", "v100", 1, 1), sharedNode("v1", "v100", 1, 4)}
+	blocker := running(9, "just a comment", "v0", "v100", 0)
+	p := c.Step(Input{Snap: snapshot(t, epoch, nodes, blocker, pending(1, a3cTag), pending(2, resnet18Tag)), Now: epoch, Solve: c.Solve})
+	outcomes := make([]Outcome, len(p.Actions))
+	refused := false
+	for i, a := range p.Actions {
+		outcomes[i] = Accepted
+		if a.Job == 1 && a.Kind == bridge.ActSetShare {
+			outcomes[i], refused = Refused, true
+		}
+	}
+	if !refused {
+		t.Fatalf("no set-share for job 1 in %s", describeActions(p.Actions))
+	}
+	c.Commit(p, outcomes)
+	if c.jobs[keyOf(1)].shareSet {
+		t.Error("job 1's refused set-share is recorded as the daemon's shard request")
+	}
+	if !c.jobs[keyOf(2)].shareSet {
+		t.Error("job 2's accepted set-share is not recorded")
+	}
+}
+
+// A set-share journaled for a job with no record yet, lost in a crash
+// before the save: the restart still knows the shard request is the
+// daemon's, not its user's.
+func TestJournaledSetShareOfANewJobIsTheDaemons(t *testing.T) {
+	c := newCore(t, packedSettings())
+	c.Restore(map[string]Record{}, 1)
+	share := Action{Action: bridge.Action{Kind: bridge.ActSetShare, Job: 1, Shards: 2, Node: "v1", Constraints: "v100"}}
+	p := c.RestoreJournal([]JournalEntry{{Created: epoch, Pending: true, Seq: 3, Action: share}}, map[string]Record{})
+	c.Commit(p, []Outcome{Accepted})
+	if js := c.jobs[keyOf(1)]; js == nil || !js.shareSet {
+		t.Fatalf("job 1 after the replay: %+v, want its shard request the daemon's", js)
+	}
+}
