@@ -481,7 +481,14 @@ func (c *Client) requeueBulk(ctx context.Context, actions []bridge.Action, which
 			continue
 		}
 		for k, i := range chunk {
-			if e, ok := failed[names[k]]; ok {
+			// slurmrestd names a refused job as it was asked (errors[]),
+			// or by its own job id (status[]): an array's task may come
+			// back under either.
+			e, ok := failed[names[k]]
+			if !ok {
+				e, ok = failed[actions[i].Job.String()]
+			}
+			if ok {
 				errs[i] = fmt.Errorf("%s: slurmrestd %s: %w", actions[i], a.version(), e)
 			}
 		}

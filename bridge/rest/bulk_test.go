@@ -119,14 +119,22 @@ func TestRequeuesGoInOneRequestOnV0045(t *testing.T) {
 		body     string
 		wantRuns []string
 		wantErr  map[bridge.JobID]string
+		// unknown is set when no job's outcome can be told from the
+		// answer: the daemon reconciles them with Slurm's view rather
+		// than take them for refused.
+		unknown bool
 	}{
 		"one request, the refused job alone failed": {
 			status: 200, body: refused8,
 			wantErr: map[bridge.JobID]string{7: "", 8: "slurm error 2024", 9: ""},
 		},
-		"an error naming no job fails the request": {
+		"an error naming no job leaves every job's outcome unknown": {
 			status: 500, body: `{"status":[],"errors":[{"description":"Unable to contact slurm controller","error_number":1001}]}`,
-			wantErr: map[bridge.JobID]string{7: "contact", 8: "contact", 9: "contact"},
+			wantErr: map[bridge.JobID]string{7: "contact", 8: "contact", 9: "contact"}, unknown: true,
+		},
+		"refused in status[] under its job id": {
+			status: 200, body: `{"status":[[{"job_id":8,"error_code":2024,"error":"Job is pending execution"}]],"errors":[]}`,
+			wantErr: map[bridge.JobID]string{7: "", 8: "slurm error 2024", 9: ""},
 		},
 		"endpoint missing: scontrol lists": {
 			wantRuns: []string{"requeuehold 7,8,9"},
@@ -150,6 +158,9 @@ func TestRequeuesGoInOneRequestOnV0045(t *testing.T) {
 				want := tc.wantErr[actions[k].Job]
 				if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 					t.Errorf("%s: %v, want %q", actions[k], err, want)
+				}
+				if err != nil && bridge.OutcomeUnknown(err) != tc.unknown {
+					t.Errorf("%s: outcome unknown %v, want %v: %v", actions[k], bridge.OutcomeUnknown(err), tc.unknown, err)
 				}
 			}
 			if want := `{"flags":["Hold"],"jobs":["7","8","9"]}`; len(bodies) != 1 || bodies[0] != want {

@@ -281,6 +281,11 @@ func unexpectedRequeue(path string, job bridge.Job) error {
 		"and started meanwhile?); please look at job %s", path, job.ID, textJobPending, job.ID)
 }
 
+// checkRESTRequeue proves both ways requeues go through slurmrestd: one
+// job's (GET .../job/{id}/requeue, Apply) and a list's (POST
+// .../jobs/requeue, ApplyBatch), each with the same probe. A list
+// endpoint that answers 404 sends the lists through scontrol instead,
+// which is then the path to prove.
 func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, snap *bridge.Snapshot) error {
 	self := c.cfg.UserName
 	job, ok := probeJob(snap, self)
@@ -292,6 +297,36 @@ func (c *Client) checkRESTRequeue(ctx context.Context, path string, r requeuer, 
 	timedOut := callCtx.Err() != nil && ctx.Err() == nil
 	cancel()
 	c.forget(err)
+	if err := c.requeueVerdict(path, job, ok, err, timedOut); err != nil {
+		return err
+	}
+	many, isMany := r.(bulkRequeuer)
+	if !isMany {
+		return nil
+	}
+	listPath := path + " (lists: POST /jobs/requeue)"
+	callCtx, cancel = context.WithTimeout(ctx, c.cfg.Timeout)
+	failed, err := many.requeueMany(callCtx, []string{job.ID.String()}, false)
+	timedOut = callCtx.Err() != nil && ctx.Err() == nil
+	cancel()
+	c.forget(err)
+	var re *ReplyError
+	switch {
+	case err != nil && errors.As(err, &re) && re.NotFound():
+		// Lists go through scontrol on this server (requeueBulk).
+		return c.checkScontrolRequeue(ctx, snap)
+	case err == nil && failed[job.ID.String()] == nil:
+		return unexpectedRequeue(listPath, job)
+	case err == nil:
+		err = failed[job.ID.String()]
+	}
+	return c.requeueVerdict(listPath, job, ok, err, timedOut)
+}
+
+// requeueVerdict reads slurmctld's answer to the probe's requeue of job
+// (ok: a real job, not unusedJobID) sent by path; nil proves the path.
+func (c *Client) requeueVerdict(path string, job bridge.Job, ok bool, err error, timedOut bool) error {
+	self := c.cfg.UserName
 	if err == nil {
 		return unexpectedRequeue(path, job)
 	}

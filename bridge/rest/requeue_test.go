@@ -23,10 +23,20 @@ func (f *fakeRestd) seen() []string {
 	return slices.Clone(f.requests)
 }
 
-// serveV0045 makes a fakeRestd also offer v0.0.45: its ping answers, and
-// requeue answers with status and body (the other paths are not needed
+// pendingList is slurmrestd 26.05's answer to POST /jobs/requeue of job
+// 14 while it is pending.
+const pendingList = `{"status":[],"errors":[{"description":"Requeue JobId=14 failed","error_number":2024,"error":"Job is pending execution","source":"op_handler_jobs_requeue"}],"warnings":[]}`
+
+// serveV0045 makes a fakeRestd also offer v0.0.45: its ping answers, one
+// job's requeue answers with status and body, and a list's (POST
+// /jobs/requeue) as for a pending job 14 (the other paths are not needed
 // here and answer 404).
 func serveV0045(requeueStatus int, requeueBody string) func(w http.ResponseWriter, r *http.Request) bool {
+	return serveV0045With(requeueStatus, requeueBody, http.StatusUnprocessableEntity, pendingList)
+}
+
+// serveV0045With is serveV0045 with the list's answer too ("" for 404).
+func serveV0045With(requeueStatus int, requeueBody string, listStatus int, listBody string) func(w http.ResponseWriter, r *http.Request) bool {
 	return func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.HasPrefix(r.URL.Path, "/slurm/v0.0.45/") {
 			return false
@@ -35,6 +45,13 @@ func serveV0045(requeueStatus int, requeueBody string) func(w http.ResponseWrite
 		switch {
 		case r.URL.Path == "/slurm/v0.0.45/ping":
 			_, _ = io.WriteString(w, `{"pings":[]}`)
+		case r.Method == http.MethodPost && r.URL.Path == "/slurm/v0.0.45/jobs/requeue":
+			if listBody == "" {
+				http.NotFound(w, r)
+				return true
+			}
+			w.WriteHeader(listStatus)
+			_, _ = io.WriteString(w, listBody)
 		case strings.HasSuffix(r.URL.Path, "/requeue"):
 			if requeueBody == "" {
 				// A server without the endpoint: plain 404.
@@ -227,7 +244,9 @@ func TestCheckRequeueWithoutAJobToAsk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeRestd{t: t}
 			if tc.server == "v0.0.45" {
-				f.handler = serveV0045(tc.status, tc.body)
+				// A list naming the unused id: slurmctld does not know it.
+				f.handler = serveV0045With(tc.status, tc.body, 422,
+					`{"status":[],"errors":[{"description":"Requeue JobId=2147483632 failed","error_number":2017,"error":"Invalid job id specified"}]}`)
 			}
 			self := cmp.Or(tc.self, "gavel-slurm")
 			var runs []string
@@ -541,5 +560,51 @@ func TestRequeueWithoutScontrolSaysWhy(t *testing.T) {
 	err := c.Apply(context.Background(), bridge.Action{Kind: bridge.ActRequeue, Job: 7})
 	if err == nil || !strings.Contains(err.Error(), "requeues need scontrol while slurmrestd is older than v0.0.45") {
 		t.Fatalf("Apply: %v", err)
+	}
+}
+
+// The check proves the path lists of requeues take as well (POST
+// /jobs/requeue): a proxy or ACL that refuses it fails the check, and a
+// server without it sends lists through scontrol, which is then checked.
+func TestCheckRequeueProvesTheListPath(t *testing.T) {
+	const pending = `{"status":[],"errors":[{"description":"Requeue JobID=14 failed","error_number":2024,"error":"Job is pending execution"}]}`
+	tests := map[string]struct {
+		listStatus int
+		listBody   string
+		scontrol   string // what scontrol answers, when the lists go there
+		wantErr    string
+	}{
+		"both proven":                      {422, pendingList, "", ""},
+		"lists refused by a proxy":         {403, `Forbidden`, "", "lists: POST /jobs/requeue"},
+		"lists refused to the user":        {422, `{"status":[],"errors":[{"description":"Requeue JobId=14 failed","error_number":2002,"error":"Access/permission denied"}]}`, "", "may not requeue other users' jobs"},
+		"lists requeued the probe":         {200, `{"status":[],"errors":[]}`, "", "requeued job 14"},
+		"no list endpoint, scontrol works": {0, "", "scontrol: error: Job is pending execution for job 14", ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeRestd{t: t, handler: serveV0045With(422, pending, tc.listStatus, tc.listBody)}
+			ran := false
+			c, _ := newTestClient(t, f, func(cfg *Config) {
+				cfg.UserName = "gavel-slurm"
+				cfg.Run = func(context.Context, string, ...string) ([]byte, error) {
+					ran = true
+					return []byte(tc.scontrol), errors.New("exit status 1")
+				}
+			})
+			c.whoami = func() (string, error) { return "gavel-slurm", nil }
+			err := c.CheckRequeue(context.Background(), probeSnapshot(t, "gavel-slurm"))
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("CheckRequeue: %v, want the paths proven", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("CheckRequeue: %v, want an error containing %q", err, tc.wantErr)
+			}
+			if !slices.Contains(f.seen(), "POST /slurm/v0.0.45/jobs/requeue") {
+				t.Errorf("requests %q, want a list requeue of the probe", f.seen())
+			}
+			if ran != (tc.listBody == "") {
+				t.Errorf("scontrol ran: %v, want it only without the list endpoint", ran)
+			}
+		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	api "github.com/SlinkyProject/slurm-client/api/v0045"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
 // Requeue through slurmrestd: v0.0.45 (Slurm 26.05) is the first API
@@ -101,7 +103,8 @@ var requeueFailedJob = regexp.MustCompile(`JobId=(\S+) failed`)
 // requeueMany requeues the jobs slurmctld knows by names in one request
 // (POST /slurm/v0.0.45/jobs/requeue), holding them when hold is set. A
 // job slurmctld refused comes back in errors[] with its id in the
-// description; an entry that names no job fails the whole request.
+// description; an entry that names no job leaves the whole request's
+// outcome unknown (bridge.NoReply).
 func (a *adapterV0045) requeueMany(ctx context.Context, names []string, hold bool) (map[string]error, error) {
 	body := api.SlurmV0045PostJobsRequeueJSONRequestBody{Jobs: &names}
 	if hold {
@@ -123,7 +126,11 @@ func (a *adapterV0045) requeueMany(ctx context.Context, names []string, hold boo
 		for _, e := range *reply.Errors {
 			m := requeueFailedJob.FindStringSubmatch(deref(e.Description))
 			if m == nil {
-				return nil, errorsV0045(r.StatusCode(), reply.Errors)
+				// An error that names no job says nothing of which jobs
+				// were requeued: some may have been. Their outcome is
+				// unknown, for reconciliation to read from Slurm, as for
+				// an scontrol list that fails without naming its jobs.
+				return nil, bridge.NoReply(errorsV0045(r.StatusCode(), reply.Errors))
 			}
 			failed[m[1]] = &ReplyError{Status: r.StatusCode(), Errors: []slurmError{{
 				Number: int(deref(e.ErrorNumber)), Error: deref(e.Error), Description: deref(e.Description), Source: deref(e.Source)}}}

@@ -121,6 +121,12 @@ func New(deps Deps) (*Daemon, error) {
 		journal = deps.Store
 	}
 	d := &Daemon{Deps: deps, journal: journal, out: deps.Slurm, sentLabel: "sent", gate: newRequeueGate(deps.Slurm), replay: replay}
+	if deps.Store != nil {
+		var saved savedGate
+		if err := deps.Store.GetMeta(gateMetaKey, &saved); err == nil {
+			d.gate.restore(saved)
+		}
+	}
 	deps.Core.SetPreemptionOff(d.gate.offReason())
 	if deps.DryRun {
 		d.journal, d.out, d.sentLabel = dryJournal{}, dryActuator{log: deps.Log}, "dry_run"
@@ -567,9 +573,7 @@ func (d *Daemon) apply(ctx context.Context, round uint64, actions []Action) (sen
 		}
 		settled = append(settled, o)
 	}
-	for _, r := range b.requeues {
-		d.requeueSettled(r.job, r.err)
-	}
+	d.settleRequeues(b.requeues)
 	if err := d.journal.Settle(settled, d.Clock.Now()); err != nil {
 		// The entries stay pending; the next round's reconciliation
 		// finds their effects in Slurm and settles them.
@@ -940,8 +944,33 @@ const pruneEvery = 10
 func (d *Daemon) checkRequeuePath(ctx context.Context, snap *bridge.Snapshot) {
 	if d.gate.check(ctx, snap, d.Clock.Now()) {
 		d.logGate()
+		d.saveGate()
 	}
 	d.Core.SetPreemptionOff(d.gate.offReason())
+}
+
+// saveGate keeps the gate's failures in the store (savedGate).
+func (d *Daemon) saveGate() {
+	if d.Store == nil || d.DryRun {
+		return
+	}
+	if err := d.Store.PutMeta(gateMetaKey, d.gate.saved()); err != nil {
+		d.Log.Error().Err(err).Msg("requeue gate not saved: a restart would forget its failures")
+	}
+}
+
+// settleRequeues hands the gate a send's requeue outcomes, failures last:
+// within one send a failure wins over any success, whatever order the
+// requeues went out in (a success would otherwise reopen the gate while
+// another job waits for its requeue).
+func (d *Daemon) settleRequeues(outcomes []requeueOutcome) {
+	for _, failed := range []bool{false, true} {
+		for _, r := range outcomes {
+			if (r.err != nil) == failed {
+				d.requeueSettled(r.job, r.err)
+			}
+		}
+	}
 }
 
 // requeueSettled hands the gate the outcome of a requeue that was sent.
@@ -952,6 +981,9 @@ func (d *Daemon) requeueSettled(job bridge.JobID, err error) {
 	}
 	if d.gate.settled(job, err, d.Clock.Now()) {
 		d.logGate()
+		d.saveGate()
+	} else if err != nil {
+		d.saveGate() // another job waits
 	}
 	d.Core.SetPreemptionOff(d.gate.offReason())
 }

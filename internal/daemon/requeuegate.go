@@ -163,3 +163,39 @@ func (g *requeueGate) health() error {
 func isRequeue(k bridge.ActionKind) bool {
 	return k == bridge.ActRequeue || k == bridge.ActRequeueHold
 }
+
+// gateMetaKey is where the store keeps the gate's failures.
+const gateMetaKey = "requeue_gate"
+
+// savedGate is the part of the gate that outlives a restart or a reload:
+// a failure and the jobs waiting for their requeue. Forgetting them would
+// let the first round after a restart prove the path with a check and
+// send new grace signals before the retried requeues fail again.
+type savedGate struct {
+	Failing     bool                 `json:"failing"`
+	Reason      string               `json:"reason,omitempty"`
+	LastFailure string               `json:"last_failure,omitempty"`
+	Waiting     []api.RequeueWaiting `json:"waiting,omitempty"`
+}
+
+func (g *requeueGate) saved() savedGate {
+	s := savedGate{Failing: g.failing, Reason: g.reason, LastFailure: g.lastFailure}
+	for _, id := range slices.Sorted(maps.Keys(g.waiting)) {
+		s.Waiting = append(s.Waiting, g.waiting[id])
+	}
+	return s
+}
+
+// restore takes back a saved failure: preemption stays off until a retried
+// requeue (or, once none waits, a check) succeeds.
+func (g *requeueGate) restore(s savedGate) {
+	if g.checker == nil || !s.Failing {
+		return
+	}
+	g.proven, g.failing, g.reason, g.lastFailure = false, true, s.Reason, s.LastFailure
+	for _, w := range s.Waiting {
+		if id, err := bridge.ParseJobID(w.JobID); err == nil {
+			g.waiting[id] = w
+		}
+	}
+}

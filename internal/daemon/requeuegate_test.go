@@ -254,3 +254,57 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// Within one send, a failed requeue wins over the others' successes,
+// whichever came first: preemption goes off and the job waits.
+func TestAFailedRequeueWinsItsBatch(t *testing.T) {
+	for name, order := range map[string][]requeueOutcome{
+		"failure first": {{job: 1, err: errors.New("Access/permission denied")}, {job: 2}},
+		"failure last":  {{job: 2}, {job: 1, err: errors.New("Access/permission denied")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newCheckedHarness(t, nil, "a1:v100:1")
+			h.d.RunRound(context.Background())
+			if !h.d.gate.proven {
+				t.Fatal("the check did not pass")
+			}
+			h.d.settleRequeues(order)
+			if h.d.gate.proven || !h.d.gate.failing {
+				t.Errorf("gate after a batch with a failed requeue: proven %v failing %v; want off and failing", h.d.gate.proven, h.d.gate.failing)
+			}
+			if _, ok := h.d.gate.waiting[1]; !ok {
+				t.Error("the job whose requeue failed is not waiting for its retry")
+			}
+		})
+	}
+}
+
+// A failed requeue outlives a restart: the restarted daemon keeps
+// preemption off and the job waiting for its retry, rather than proving
+// the path with a check and signalling new jobs first.
+func TestRequeueFailureSurvivesARestart(t *testing.T) {
+	h := newCheckedHarness(t, nil, "a1:v100:1")
+	job := h.submit(resnet, 1)
+	h.d.RunRound(context.Background())
+	h.startChosen()
+	if j := h.job(job); j.State != bridge.JobRunning {
+		t.Fatalf("job %d is %s, want running", job, j.State)
+	}
+	h.d.settleRequeues([]requeueOutcome{{job: job, err: errors.New("Access/permission denied")}})
+	if h.d.gate.proven {
+		t.Fatal("the gate stayed open after a failed requeue")
+	}
+	h.restart()
+	p := h.board.Status().Preemption
+	if h.d.gate.proven || !h.d.gate.failing || h.d.gate.offReason() == "" {
+		t.Errorf("after the restart: proven %v failing %v reason %q; want the failure kept", h.d.gate.proven, h.d.gate.failing, h.d.gate.offReason())
+	}
+	if _, ok := h.d.gate.waiting[job]; !ok {
+		t.Errorf("after the restart job %d no longer waits for its requeue (%+v)", job, p)
+	}
+	checks := h.checker.checks
+	h.d.RunRound(context.Background())
+	if h.d.gate.proven {
+		t.Errorf("the first round after the restart opened the gate (%d checks) while a requeue waits", h.checker.checks-checks)
+	}
+}
