@@ -342,28 +342,49 @@ func (c *Core) placePairs(snap *bridge.Snapshot, plan *rounds.Plan) map[string]p
 			continue // together already
 		}
 		pl := pairPlace{key: key, gpuType: d.Type}
-		var sent []string
+		// A member already running on its shards holds the pair's GPU
+		// there: its partner joins it. A node a pending member was sent to
+		// earlier comes next, but only while it can still take the pair
+		// (no other pair's or user's shards on it, a free GPU): a node that
+		// filled since must not keep the pair waiting while another one
+		// sits free.
+		var runsOn, sentTo string
+		ownShards := 0
 		for _, j := range []bridge.Job{a, b} {
-			if j.Shards > 0 && j.RequiredNodes != "" {
-				sent = append(sent, j.RequiredNodes)
+			switch {
+			case isRunning(j) && j.Shards > 0 && len(j.RunningNodes) == 1:
+				runsOn = j.RunningNodes[0]
+				ownShards += j.Shards
+			case j.Shards > 0 && j.RequiredNodes != "":
+				sentTo = j.RequiredNodes
 			}
-			if isRunning(j) && j.Shards > 0 && len(j.RunningNodes) == 1 {
-				sent = append(sent, j.RunningNodes[0])
+		}
+		usedBy := func(n *bridge.Node) int {
+			used := 0
+			for _, u := range n.ShardUse {
+				used += int(u.Used)
 			}
+			return used
 		}
 		var best *bridge.Node
 		score := func(n *bridge.Node) int {
+			free := n.GPUs-n.GPUsUsed >= 1
 			switch {
-			case slices.Contains(sent, n.Name):
+			case n.Name == runsOn:
+				if usedBy(n) > ownShards {
+					return -1 // another job shares that GPU already
+				}
 				return 0
-			case taken[n.Name]:
+			case taken[n.Name] || runsOn != "":
 				return -1
-			case n.GPUs-n.GPUsUsed >= 1 && len(d.Slots) > 0 && d.Slots[0].Server == n.Name:
+			case n.Name == sentTo && free:
 				return 1
-			case n.GPUs-n.GPUsUsed >= 1:
+			case free && len(d.Slots) > 0 && d.Slots[0].Server == n.Name:
 				return 2
+			case free:
+				return 3
 			}
-			return 3
+			return 4
 		}
 		for k := range snap.Nodes {
 			n := &snap.Nodes[k]

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -364,5 +366,60 @@ func TestJournaledSetShareOfANewJobIsTheDaemons(t *testing.T) {
 	c.Commit(p, []Outcome{Accepted})
 	if js := c.jobs[keyOf(1)]; js == nil || !js.shareSet {
 		t.Fatalf("job 1 after the replay: %+v, want its shard request the daemon's", js)
+	}
+}
+
+// A pair sent to a node that filled before it started (a preempt=never
+// job took its GPU) is sent to another sharing node that is free, not
+// kept pinned to the first for good.
+func TestPairMovesOffANodeThatFilled(t *testing.T) {
+	c := newCore(t, packedSettings())
+	nodes := []bridge.Node{node("v0", "v100", 1, 1), sharedNode("v1", "v100", 1, 4)}
+	blocker := running(9, "just a comment", "v0", "v100", 0)
+	a, b := pending(1, a3cTag), pending(2, resnet18Tag)
+	res := step(c, snapshot(t, epoch, nodes, blocker, a, b), epoch, c.Solve)
+	first := ""
+	for _, act := range res.Actions {
+		if act.Kind == bridge.ActSetShare {
+			first = act.Node
+		}
+	}
+	if first == "" {
+		t.Fatalf("the pair was not sent anywhere: %s", describeActions(res.Actions))
+	}
+	other := "v2"
+	// Before it starts, someone else's job takes the whole GPU of that
+	// node (the pair's members wait there, held), and another sharing
+	// node comes up free.
+	nodes = append(nodes, sharedNode(other, "v100", 1, 4))
+	for i := range nodes {
+		if nodes[i].Name == first {
+			nodes[i].GPUsUsed = 1
+		}
+	}
+	taker := running(10, "not mine", first, "v100", 0)
+	sent := func(j bridge.Job) bridge.Job {
+		j.Shards, j.RequiredNodes, j.Constraints = 2, first, "v100"
+		return j
+	}
+	now := epoch
+	var got []string
+	for range 3 {
+		now = now.Add(20 * time.Second)
+		res = step(c, snapshot(t, now, nodes, blocker, taker, sent(a), sent(b)), now, c.Solve)
+		got = nil
+		for _, act := range res.Actions {
+			if act.Kind == bridge.ActSetShare {
+				got = append(got, fmt.Sprintf("%d@%s", act.Job, act.Node))
+			}
+		}
+		if len(got) > 0 {
+			break
+		}
+	}
+	want := []string{"1@" + other, "2@" + other}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("after %s filled: set-share %q, want the pair sent to %s: %q", first, got, other, want)
 	}
 }
