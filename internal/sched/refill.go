@@ -116,6 +116,13 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		if ok, _ := c.eligible(j); !ok {
 			continue
 		}
+		if _, paired := c.share.places[js.name]; paired || j.Shards > 0 && j.RequiredNodes != "" {
+			// A pair's member starts with its partner on the node a round
+			// gives the pair, and one pinned to a node by its shard
+			// request can take no other GPU: a GPU claimed for either
+			// here would stay idle. Pairs wait for a round.
+			continue
+		}
 		for _, t := range c.mech.Types() {
 			if room.total(t) == 0 || (j.RequestedGPUType != "" && j.RequestedGPUType != t) {
 				continue

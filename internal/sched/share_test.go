@@ -423,3 +423,44 @@ func TestPairMovesOffANodeThatFilled(t *testing.T) {
 		t.Errorf("after %s filled: set-share %q, want the pair sent to %s: %q", first, got, other, want)
 	}
 }
+
+// Between rounds a freed GPU goes to a job that can take it, not to a
+// pair's member held because no node could take its pair: that member
+// would claim the GPU and send nothing, and the GPU would idle.
+func TestRefillLeavesPairsToTheRounds(t *testing.T) {
+	set := packedSettings()
+	set.RefillPoll, set.MinRunTime = 30*time.Second, time.Hour
+	c := newCore(t, set)
+	// v0's GPU runs a managed job the round keeps; v1 shares its GPU
+	// with a user's own shard job.
+	v1 := sharedNode("v1", "v100", 1, 4)
+	v1.GPUsUsed, v1.ShardUse = 1, []bridge.GPUShards{{Used: 1, Total: 4}}
+	nodes := []bridge.Node{node("v0", "v100", 1, 1), v1}
+	blocker := running(9, a3cTag+" share=no", "v0", "v100", 0)
+	own := running(8, "my shards", "v1", "v100", 0)
+	own.Shards, own.SharedGPUs = 1, []int{0}
+	// The single job's weight puts it behind the pair's members.
+	a, b, single := pending(1, a3cTag), pending(2, resnet18Tag), pending(3, a3cTag+" share=no weight=0.1")
+	res := step(c, snapshot(t, epoch, nodes, blocker, own, a, b, single), epoch, c.Solve)
+	for _, id := range []bridge.JobID{1, 2, 3} {
+		if got := actionsOf(res.Actions, id); got != "hold" {
+			t.Fatalf("round: job %d %q, want held: %s", id, got, c.jobs[keyOf(id)].reason)
+		}
+	}
+	// As a round leaves a pair it chose and no node could take.
+	why := "no v100 node can take a pair now"
+	c.share.places = map[string]pairPlace{"1": {partner: "2", gpuType: "v100", why: why}, "2": {partner: "1", gpuType: "v100", why: why}}
+	// The blocker ends: v0's GPU is free between rounds.
+	now := epoch.Add(30 * time.Second)
+	nodes[0].GPUsUsed = 0
+	heldJob := func(j bridge.Job) bridge.Job { j.Held, j.Reason = true, "JobHeldAdmin"; return j }
+	out := look(c, snapshot(t, now, nodes, done(blocker), own, heldJob(a), heldJob(b), heldJob(single)), now)
+	for _, id := range []bridge.JobID{1, 2} {
+		if got := actionsOf(out, id); got != "" {
+			t.Errorf("refill sent pair member %d %q", id, got)
+		}
+	}
+	if got := actionsOf(out, 3); !strings.Contains(got, "release") {
+		t.Errorf("refill: job 3 %q, want it started on the freed GPU (%s; job 3: %s)", got, describeActions(out), c.jobs[keyOf(3)].reason)
+	}
+}
