@@ -83,15 +83,17 @@ func TestDeadDaemonHandsThePartitionBackWithinItsLease(t *testing.T) {
 	submit := func(args ...string) int {
 		return env.Submit(t, script, append([]string{"--partition=" + part, "--output=/dev/null"}, args...)...)
 	}
-	// 14 GPUs of work on 8 GPUs: the daemon keeps some waiting.
+	// 16 GPUs of work on 8 GPUs: the daemon keeps some waiting.
 	var plain []int
 	for i := range 10 {
 		model := []string{"resnet50-bs64", "a3c", "transformer-bs32"}[i%3]
 		plain = append(plain, submit("--gres=gpu:1", "--comment=gavel: model="+model+" steps=1M"))
 	}
 	typed := submit("--gres=gpu:p100:1", "--comment=gavel: model=resnet50-bs64 steps=1M")
+	// A job that may run on a mix of types (docs/hadar.md).
+	mixed := submit("--gres=gpu:2", "--comment=gavel: model=resnet50-bs64 steps=1M mixed=ok")
 	array := submit("--gres=gpu:1", "--array=0-2%2", "--comment=gavel: model=a3c steps=1M")
-	t.Logf("plain %v, typed %d, array %d", plain, typed, array)
+	t.Logf("plain %v, typed %d, mixed %d, array %d", plain, typed, mixed, array)
 
 	const round, lease = 5 * time.Second, 15 * time.Second
 	config := daemonConfig(t, env, "default_grace = \"2s\"")
@@ -175,7 +177,7 @@ func TestDeadDaemonHandsThePartitionBackWithinItsLease(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	t.Logf("every job ended %v after the kill", time.Since(killed).Round(time.Second))
-	for _, id := range append(slices.Clone(plain), typed) {
+	for _, id := range append(slices.Clone(plain), typed, mixed) {
 		if j := env.Job(t, id); !j.HasState("COMPLETED") {
 			t.Errorf("job %d ended %v, want COMPLETED", id, j.State)
 		}
@@ -297,5 +299,56 @@ func TestHandbackLeavesEveryJobAsSubmitted(t *testing.T) {
 	}
 	if limit := env.Run(t, env.ScontrolPath, "show", "job", strconv.Itoa(array)); !strings.Contains(limit, "ArrayTaskThrottle=3") {
 		t.Errorf("array %d's limit is not its owner's 3 after the hand-back:\n%s", array, limit)
+	}
+}
+
+// A job the daemon keeps waiting that leaves its management gets all of
+// itself back at the next round: its tag removed, or moved to a partition
+// the daemon does not manage, it no longer waits on the lease and has
+// Slurm's own priority.
+func TestJobLeavingManagementIsHandedBackOnSlurm(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	bin := buildBinary(t)
+	part := ownPartition(t, env, "k80-1") // 4 GPUs
+	elsewhere := ownPartition(t, env, "k80-1")
+	script := "#!/bin/bash\nsleep 300\n"
+	for range 7 {
+		env.Submit(t, script, "--partition="+part, "--output=/dev/null", "--gres=gpu:1", "--comment=gavel: model=resnet50-bs64 steps=1M")
+	}
+	config := daemonConfig(t, env, "default_grace = \"2s\"")
+	d := startDaemon(t, bin, "--config", config, "--partitions", part, "--round", "5s", "--state-dir", t.TempDir(), "--listen", freeAddr(t))
+	d.waitFor(t, 90*time.Second, "round 2", func(l logLine) bool { return l.Message == "round" && l.Round >= 2 })
+	var leased []string
+	for deadline := time.Now().Add(30 * time.Second); len(leased) < 2 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		leased = nil
+		for _, q := range partitionQueue(t, env, part) {
+			if q.state == "PENDING" && q.name != rest.LeaseJobName && strings.Contains(q.dependency, "afterany:") {
+				leased = append(leased, q.id)
+			}
+		}
+	}
+	if len(leased) < 2 {
+		t.Fatalf("%d jobs wait on the lease, want 2 or more to take out of management", len(leased))
+	}
+	untagged, moved := leased[0], leased[1]
+	env.Scontrol(t, "update", "JobId="+untagged, "Comment=mine now")
+	env.Scontrol(t, "update", "JobId="+moved, "Partition="+elsewhere)
+	for _, id := range []string{untagged, moved} {
+		var last string
+		ok := false
+		for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			out := env.Run(t, env.SqueuePath, "-h", "-j", id, "-o", "%T|%E|%Q")
+			last = strings.TrimSpace(out)
+			f := strings.Split(last, "|")
+			if len(f) == 3 && (f[0] != "PENDING" || (f[1] == "(null)" || f[1] == "")) {
+				if prio, _ := strconv.Atoi(f[2]); f[0] != "PENDING" || prio < 1_000_000 {
+					ok = true
+					break
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("job %s after leaving management: %q (state|dependency|priority), want no lease and Slurm's priority", id, last)
+		}
 	}
 }
