@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -223,21 +222,10 @@ func TestSIGKILLMidRoundLosesNothingAndRepeatsNothing(t *testing.T) {
 			"--partition="+part, "--gres=gpu:4", "--comment=gavel: model="+model))
 	}
 	stateDir := t.TempDir()
-	config := filepath.Join(t.TempDir(), "gavel-slurm.toml")
-	err := os.WriteFile(config, []byte(fmt.Sprintf(`[slurm]
-rest_url = %q
-token_file = %q
-user = %q
-scontrol = %q
-[scheduler]
-mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
+	config := daemonConfig(t, env, `mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 default_grace = "1s"
 default_preempt = "checkpoint"
-min_run_time = "0s"
-`, env.URL, os.Getenv("SLURM_JWT_FILE"), env.UserName, env.ScontrolPath)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+min_run_time = "0s"`)
 	addr := freeAddr(t)
 	args := []string{"--config", config, "--partitions", part, "--round", "5s", "--state-dir", stateDir, "--listen", addr, "--adopt-admin-holds"}
 
@@ -297,20 +285,9 @@ func TestSIGKILLDuringAGracePeriodLosesNoJob(t *testing.T) {
 			"--gres=gpu:4", "--output=/dev/null", "--comment=gavel: model="+model+" preempt=checkpoint")
 	}
 	stateDir := t.TempDir()
-	config := filepath.Join(t.TempDir(), "gavel-slurm.toml")
-	err := os.WriteFile(config, []byte(fmt.Sprintf(`[slurm]
-rest_url = %q
-token_file = %q
-user = %q
-scontrol = %q
-[scheduler]
-mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
+	config := daemonConfig(t, env, `mechanism = "improved" # preempts at once: the restart mechanism would hold these jobs
 default_grace = "30s"
-min_run_time = "0s"
-`, env.URL, os.Getenv("SLURM_JWT_FILE"), env.UserName, env.ScontrolPath)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+min_run_time = "0s"`)
 	args := []string{"--config", config, "--partitions", part, "--round", "5", "--state-dir", stateDir, "--listen", freeAddr(t), "--adopt-admin-holds"}
 
 	first := startDaemon(t, bin, args...)
