@@ -78,7 +78,7 @@ func TestDeadDaemonHandsThePartitionBackWithinItsLease(t *testing.T) {
 	env := slurmtest.FromEnv(t)
 	bin := buildBinary(t)
 	part := ownPartition(t, env, "v100-1", "p100-1") // 8 GPUs
-	const work = 25 * time.Second
+	const work = 15 * time.Second
 	script := fmt.Sprintf("#!/bin/bash\nsleep %d\n", int(work.Seconds()))
 	submit := func(args ...string) int {
 		return env.Submit(t, script, append([]string{"--partition=" + part, "--output=/dev/null"}, args...)...)
