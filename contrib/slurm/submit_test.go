@@ -132,7 +132,7 @@ func TestJobSubmit(t *testing.T) {
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}, rc: -1, msg: leaseOff},
 		{name: "modify by a user: dropping the lease among others is refused", desc: fields{"dependency": "afterok:12"},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterok:12(unfulfilled),afterany:58(unfulfilled)"},
-			rc: -1, msg: leaseOff},
+			rc:  -1, msg: leaseOff},
 		{name: "modify by a user: adding a dependency beside the lease passes", desc: fields{"dependency": "afterany:58,afterok:13"},
 			rec: fields{"partition": "gpu", "comment": "gavel: model=x", "dependency": "afterany:58(unfulfilled)"}},
 		{name: "modify by a user: an unmanaged job's dependency is theirs", desc: fields{"dependency": ""},
