@@ -146,9 +146,15 @@ func (c *Client) RenewLease(ctx context.Context, until time.Time) (bridge.Lease,
 	if current != 0 {
 		err := a.update(ctx, int64(current), jobUpdate{Deadline: &deadline})
 		c.forget(err)
-		if err != nil {
+		switch {
+		case err != nil && leaseEnded(err):
 			// Ended (expired, cancelled) since the snapshot: a new one.
 			current = 0
+		case err != nil:
+			// Not renewed this time (slurmrestd or slurmctld did not
+			// answer): the lease runs on to its deadline, and a new one
+			// would only split the jobs between two.
+			return bridge.Lease{Job: current}, fmt.Errorf("renew lease job %s: %w", current, unanswered(err))
 		}
 	}
 	if current == 0 {
@@ -212,6 +218,12 @@ const (
 	slurmErrAlreadyDone = 2021
 	textAlreadyDone     = "already completing or completed"
 )
+
+// leaseEnded reports an answer to the lease job's renewal that says it has
+// ended or is gone.
+func leaseEnded(err error) bool {
+	return isGone(err) || strings.Contains(err.Error(), textNotPending)
+}
 
 // isGone reports an answer saying the job no longer exists or has ended.
 func isGone(err error) bool {

@@ -352,3 +352,47 @@ func TestLeaseRenewalIsOneRequestAtScale(t *testing.T) {
 	}
 	t.Logf("quiet round at %d waiting jobs: %d request for the lease", held, len(f.requests)-n)
 }
+
+// A renewal that gets no answer keeps the lease it has (it runs on to its
+// deadline); one told the lease job has ended submits a new one.
+func TestLeaseRenewalFailures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		status     int
+		body       string
+		wantSubmit bool
+	}{
+		"slurmctld unreachable": {500, `{"errors":[{"error":"Unable to contact slurm controller (connect failure)","error_number":1800}]}`, false},
+		"lease job gone":        {500, `{"errors":[{"error":"Invalid job id specified","error_number":2017}]}`, true},
+		"lease job ended":       {500, `{"errors":[{"error":"Job/step already completing or completed","error_number":2021}]}`, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := &leaseRestd{jobs: []api.V0042JobInfo{leaseJob(40)}, submitID: 77}
+			f := &fakeRestd{t: t, handler: func(w http.ResponseWriter, r *http.Request) bool {
+				if r.Method == http.MethodPost && r.URL.Path == "/slurm/v0.0.42/job/40" {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(tc.status)
+					_, _ = w.Write([]byte(tc.body))
+					return true
+				}
+				return l.handle(w, r)
+			}}
+			c, _ := newTestClient(t, f)
+			c.EnableLease("gpu")
+			ctx := context.Background()
+			if _, err := c.Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lease, err := c.RenewLease(ctx, testNow.Add(time.Hour))
+			submitted := slices.ContainsFunc(f.seen(), func(r string) bool { return strings.HasSuffix(r, "/job/submit") })
+			if submitted != tc.wantSubmit {
+				t.Errorf("submitted a new lease job: %v, want %v (%v)", submitted, tc.wantSubmit, f.seen())
+			}
+			if tc.wantSubmit && (err != nil || lease.Job != 77) {
+				t.Errorf("RenewLease = %+v, %v; want the new lease job 77", lease, err)
+			}
+			if !tc.wantSubmit && (err == nil || lease.Job != 40) {
+				t.Errorf("RenewLease = %+v, %v; want an error and lease job 40 kept", lease, err)
+			}
+		})
+	}
+}

@@ -32,7 +32,7 @@ func (d *Daemon) renewLease(ctx context.Context) {
 		return
 	}
 	lease, err := l.RenewLease(ctx, d.Clock.Now().Add(d.LeaseLength))
-	if lease.Job != 0 {
+	if err == nil || !lease.Expires.IsZero() {
 		d.lease = lease
 	}
 	d.leaseErr = ""
