@@ -38,7 +38,7 @@ if [ -n "$only" ]; then
   done < <(all_roots)
 fi
 if [ "$others_up" = 0 ] || [ "$(env_release)" = "$only" ]; then
-  rm -f "$SLURM_ENV_FILE" "$SLURM_STATE/running-config"
+  rm -f "$SLURM_ENV_FILE" "$SLURM_STATE/running-config" "$SLURM_STATE/running-dbd-config"
 fi
 kept=""
 for root in "${roots[@]}"; do

@@ -30,6 +30,10 @@
 #   SLURMRESTD_PORT        default 16820 (listens on 127.0.0.1 only)
 #   SLURM_DEBIAN_MIRROR    default http://deb.debian.org/debian
 #   SLURM_TOKEN_LIFESPAN   seconds (default 315360000, ten years)
+#   SLURM_ACCOUNTING 1 (default): slurmdbd with MariaDB inside the root,
+#                    fair-share, the account tree of scripts/slurm/accounts.sh;
+#                    0: no accounting (accounting_storage/none, no sacct)
+#   SLURMDBD_PORT          default 16819
 
 SLURM_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SLURM_STATE="$SLURM_REPO_ROOT/.local/slurm"
@@ -83,10 +87,15 @@ SLURMRESTD_PORT="${SLURMRESTD_PORT:-16820}"
 SLURM_DEBIAN_MIRROR="${SLURM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 SLURM_TOKEN_LIFESPAN="${SLURM_TOKEN_LIFESPAN:-315360000}"
 SLURM_TOKEN_USER="root"
+SLURM_ACCOUNTING="${SLURM_ACCOUNTING:-1}"
+SLURMDBD_PORT="${SLURMDBD_PORT:-16819}"
 
 # Packages installed inside the root. The marker file records this list so a
 # changed list triggers another apt-get run on the next start.
 SLURM_PACKAGES="slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plugin"
+# Accounting as sites run it: slurmdbd (which pulls in the MySQL plugin)
+# in front of MariaDB.
+[ "$SLURM_ACCOUNTING" = 0 ] || SLURM_PACKAGES+=" slurmdbd mariadb-server"
 
 # Inside the root, daemon logs go to /var/log/slurm, bind-mounted from log/.
 SLURM_LOG_IN_ROOT="/var/log/slurm"
@@ -96,6 +105,10 @@ say() { printf 'slurm: %s\n' "$*"; }
 check_release() {
   [ -n "$SLURM_DEBIAN_SUITE" ] ||
     fail "unknown SLURM_RELEASE '$SLURM_RELEASE' (known: $SLURM_KNOWN_RELEASES)"
+  case "$SLURM_ACCOUNTING" in
+  0 | 1) ;;
+  *) fail "bad SLURM_ACCOUNTING '$SLURM_ACCOUNTING' (want 1 or 0)" ;;
+  esac
 }
 
 # all_roots prints every release's root that exists under .local/slurm.
