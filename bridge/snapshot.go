@@ -26,6 +26,16 @@ type Snapshot struct {
 	// there, or whose partition it no longer manages, is handed back from
 	// what they show. Readers that cannot tell leave it empty.
 	Elsewhere []Job `json:"elsewhere,omitempty"`
+	// Accounting is slurmdbd's limits and account tree, nil where the
+	// reader cannot tell: no slurmdbd, or it did not answer this time
+	// (AccountingError says why). The daemon then judges limits from the
+	// jobs' reasons alone.
+	Accounting      *Accounting `json:"accounting,omitempty"`
+	AccountingError string      `json:"accounting_error,omitempty"`
+	// RunningOutside are the running jobs with GPUs outside the managed
+	// partitions, sorted by ID, whose GPUs count against the same limits;
+	// filled only where Accounting is.
+	RunningOutside []Running `json:"running_outside,omitempty"`
 }
 
 // Node is one compute node.
