@@ -43,26 +43,64 @@ func BenchmarkPlan(b *testing.B) {
 	for _, tc := range []struct{ jobs, gpus int }{{1000, 1}, {2000, 1}, {2000, 4}} {
 		b.Run(fmt.Sprintf("jobs=%d,servers=3x100,gpus=%d", tc.jobs, tc.gpus), func(b *testing.B) {
 			m, running := benchMechanism(b, tc.jobs, tc.gpus)
-			plans := [2]Plan{}
-			// Alternate two plans so each round's running list is the
-			// previous plan, as a simulator does.
-			plans[1].Assignments = append(plans[1].Assignments, running...)
-			usage := make([]Usage, 0, 1200)
-			i := 0
-			for b.Loop() {
-				cur, prev := &plans[i%2], &plans[(i+1)%2]
-				if err := m.PlanInto(cur, float64(i)*360, prev.Assignments); err != nil {
-					b.Fatal(err)
-				}
-				usage = usage[:0]
-				for _, a := range cur.Assignments {
-					usage = append(usage, Usage{Key: a.Key, Type: a.Type, Seconds: 360})
-				}
-				if err := m.Record(usage); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			planRounds(b, m, running, nil)
 		})
+	}
+}
+
+// BenchmarkPlanWithLimits is BenchmarkPlan's 2000-job round with every job
+// under a per-user cap of 8 GPUs (100 users) and one of 4 accounts' caps
+// of 150 GPUs and 200 jobs, set again before every round as a daemon that
+// reads the accounting does.
+func BenchmarkPlanWithLimits(b *testing.B) {
+	const jobs, users, accounts = 2000, 100, 4
+	m, running := benchMechanism(b, jobs, 1)
+	var limits []Limit
+	for u := range users {
+		limits = append(limits, Limit{Name: fmt.Sprintf("qos gpu8 user u%d", u), GPUs: 8, Jobs: NoCap})
+	}
+	for a := range accounts {
+		limits = append(limits, Limit{Name: fmt.Sprintf("association a%d", a), GPUs: 150, Jobs: 200, UsedGPUs: 10, UsedJobs: 5})
+	}
+	for i := range jobs {
+		names := []string{limits[i%users].Name, limits[users+i%accounts].Name}
+		if err := m.SetJobLimits(strconv.Itoa(i), names); err != nil {
+			b.Fatal(err)
+		}
+	}
+	setLimits := func() {
+		if err := m.SetLimits(limits); err != nil {
+			b.Fatal(err)
+		}
+	}
+	setLimits() // the first call sizes the jobs' buffers
+	planRounds(b, m, running, setLimits)
+}
+
+// planRounds plans and records rounds until the benchmark is done, each
+// after beforeRound (when set).
+func planRounds(b *testing.B, m *Mechanism, running []Assignment, beforeRound func()) {
+	plans := [2]Plan{}
+	// Alternate two plans so each round's running list is the
+	// previous plan, as a simulator does.
+	plans[1].Assignments = append(plans[1].Assignments, running...)
+	usage := make([]Usage, 0, 1200)
+	i := 0
+	for b.Loop() {
+		if beforeRound != nil {
+			beforeRound()
+		}
+		cur, prev := &plans[i%2], &plans[(i+1)%2]
+		if err := m.PlanInto(cur, float64(i)*360, prev.Assignments); err != nil {
+			b.Fatal(err)
+		}
+		usage = usage[:0]
+		for _, a := range cur.Assignments {
+			usage = append(usage, Usage{Key: a.Key, Type: a.Type, Seconds: 360})
+		}
+		if err := m.Record(usage); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }

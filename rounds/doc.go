@@ -76,6 +76,20 @@
 // else across the servers with the most free GPUs, so every job spans as
 // few servers as possible.
 //
+// # Limits
+//
+// SetLimits installs a site's accounting caps as limits (a QOS's GPUs or
+// running jobs per user, an association's group caps, ...), each with
+// what jobs outside the mechanism's view already hold; jobs name the
+// limits they count in (Job.Limits, SetJobLimits). A limit counts the
+// pinned and PinOutside combinations first, over its caps or not, then
+// every candidate the walk takes; a candidate that would take any of its
+// members' limits over a cap is refused and the walk goes on, so the GPUs
+// go to the next candidates rather than to a job Slurm would leave
+// pending. A pair counts each member as holding the pair's whole scale
+// factor. A job refused that way waits with ReasonLimit, which names the
+// limit; one that merely lost on priority keeps its usual reason.
+//
 // # Resets
 //
 // AddJob, RemoveJob and SetCluster note events; NoteEvent adds others.

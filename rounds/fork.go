@@ -46,6 +46,16 @@ func (m *Mechanism) Fork(shuffle Shuffler) *Mechanism {
 	f.usable = slices.Clone(m.usable)
 	f.speed = slices.Clone(m.speed)
 	f.typeTime = slices.Clone(m.typeTime)
+	f.limits = slices.Clone(m.limits)
+	f.limitIndex = maps.Clone(m.limitIndex)
+	f.jobLimitNames = make([][]string, len(m.jobLimitNames))
+	for i, names := range m.jobLimitNames {
+		f.jobLimitNames[i] = slices.Clone(names)
+	}
+	f.jobLimits = make([][]int32, len(m.jobLimits))
+	for i, l := range m.jobLimits {
+		f.jobLimits[i] = slices.Clone(l)
+	}
 	m.scratch = scratch{}
 	return &f
 }

@@ -67,6 +67,17 @@ type Mechanism struct {
 	pending    bool
 	events     uint32 // bit per Event noted since the last reset
 
+	// limits are the caps set by SetLimits, limitIndex their names →
+	// index. Per combination slot, jobLimitNames are a single job's limit
+	// names as given (Job.Limits, SetJobLimits) and jobLimits the indexes
+	// of those SetLimits defined, each once, so that a round looks nothing
+	// up by name. They live apart from combo, which the walk scans for
+	// every type each round and which is best kept small.
+	limits        []Limit
+	limitIndex    map[string]int32
+	jobLimitNames [][]string
+	jobLimits     [][]int32
+
 	scratch scratch
 }
 
@@ -98,7 +109,7 @@ func New(cluster Cluster, opts Options) (*Mechanism, error) {
 	if err := checkRestartOptions(opts); err != nil {
 		return nil, err
 	}
-	m := &Mechanism{opts: opts, index: map[string]int32{}}
+	m := &Mechanism{opts: opts, index: map[string]int32{}, limitIndex: map[string]int32{}}
 	if err := m.setCluster(cluster); err != nil {
 		return nil, err
 	}
@@ -250,6 +261,8 @@ func (m *Mechanism) newSlot() int32 {
 		return c
 	}
 	m.combos = append(m.combos, combo{})
+	m.jobLimitNames = append(m.jobLimitNames, nil)
+	m.jobLimits = append(m.jobLimits, nil)
 	for range nt {
 		m.received = append(m.received, 0)
 		m.deficit = append(m.deficit, 0)
@@ -310,11 +323,16 @@ func (m *Mechanism) AddJob(j Job, now float64) error {
 	if err := checkRestartCost(j.ID, j.RestartCost); err != nil {
 		return err
 	}
+	if err := checkLimitNames(j.ID, j.Limits); err != nil {
+		return err
+	}
 	c := m.newSlot()
 	m.initSlot(c, combo{
 		key: j.ID, members: [2]int32{c, -1}, sf: j.ScaleFactor,
 		class: j.Class, single: maps.Clone(j.Throughputs), restart: j.RestartCost,
 	})
+	m.jobLimitNames[c] = slices.Clone(j.Limits)
+	m.resolveLimits(c)
 	m.jobs = append(m.jobs, c)
 	m.NoteEvent(EventArrival)
 	return nil
@@ -459,6 +477,8 @@ func (m *Mechanism) RemoveJob(id string, now float64) error {
 func (m *Mechanism) release(c int32) {
 	delete(m.index, m.combos[c].key)
 	m.combos[c] = combo{}
+	// The slot's index buffer is kept for the next job that takes it.
+	m.jobLimitNames[c], m.jobLimits[c] = nil, m.jobLimits[c][:0]
 	m.free = append(m.free, c)
 }
 

@@ -64,6 +64,9 @@ const (
 	// ReasonPinned: kept where it runs because it is pinned (Pin says
 	// why), whatever its priority.
 	ReasonPinned
+	// ReasonLimit: a candidate of the job that the GPUs left had room for
+	// was refused because it would take Limit over its cap (SetLimits).
+	ReasonLimit
 )
 
 // Reason explains a decision. It is plain data so that a plan for thousands
@@ -82,6 +85,12 @@ type Reason struct {
 	Preempted bool
 	// Pin is why a ReasonPinned job kept its GPUs.
 	Pin Pin
+	// Limit names, for ReasonLimit, the limit that stopped the job; its
+	// jobs hold Held of its Cap next round: GPUs, or running jobs when
+	// JobCap is set. Needed is then the job's GPUs.
+	Limit     string
+	Held, Cap int
+	JobCap    bool
 }
 
 // String renders the reason, e.g. "waiting: needs 8 v100 GPUs, 3 free".
@@ -122,6 +131,14 @@ func (r Reason) String() string {
 			return "kept running on " + r.Type + ": near its end, it finishes rather than restart"
 		}
 		return "kept running on " + r.Type
+	case ReasonLimit:
+		switch {
+		case r.JobCap:
+			return fmt.Sprintf("%s: limit %s (%d of %d jobs)", prefix, r.Limit, r.Held, r.Cap)
+		case r.Needed > 1:
+			return fmt.Sprintf("%s: limit %s (%d of %d GPUs, needs %d)", prefix, r.Limit, r.Held, r.Cap, r.Needed)
+		}
+		return fmt.Sprintf("%s: limit %s (%d of %d GPUs)", prefix, r.Limit, r.Held, r.Cap)
 	}
 	return prefix
 }

@@ -45,6 +45,13 @@ type scratch struct {
 	// since is, per combination slot, when its run on the GPUs it is
 	// placed on began (Assignment.Since).
 	since []float64
+
+	// limitGPUs and limitJobs are, per limit, what its jobs hold this
+	// round: what outside jobs hold plus every selection so far.
+	limitGPUs, limitJobs []int
+	// stopped is, per job slot, the limit that refused one of its
+	// candidates this round (limit -1: none).
+	stopped []limitStop
 }
 
 // entry is one (combination, type) candidate of the greedy walk.
@@ -178,12 +185,15 @@ func (m *Mechanism) prepareScratch() {
 	s.slotStart = grow(s.slotStart, n)
 	s.slotLen = grow(s.slotLen, n)
 	s.extended = grow(s.extended, n)
+	s.stopped = grow(s.stopped, n)
 	for i := range n {
 		s.chosenType[i], s.prev[i], s.jobPrev[i], s.jobNew[i] = -1, -1, -1, -1
 		s.held[i], s.extended[i], s.gone[i] = false, false, false
 		s.pinned[i] = NotPinned
 		s.slotLen[i] = 0
+		s.stopped[i] = limitStop{limit: -1}
 	}
+	m.startLimits()
 	s.free = grow(s.free, nt)
 	s.selected = grow(s.selected, nt)
 	copy(s.free, m.typeGPUs)
@@ -342,7 +352,9 @@ func (m *Mechanism) selectCombos() {
 
 // takePinned selects every pinned running combination on the type it runs
 // on before the greedy walk, so the walk fills only the GPUs left and
-// place keeps the pinned ones where they are.
+// place keeps the pinned ones where they are. Pinned and PinOutside
+// combinations count in their limits, over the caps or not: they run
+// whatever the plan says, so only the walk's selections can be refused.
 func (m *Mechanism) takePinned(running []Assignment) {
 	s := &m.scratch
 	for _, c := range s.outside {
@@ -351,6 +363,7 @@ func (m *Mechanism) takePinned(running []Assignment) {
 				s.taken[j] = s.epoch
 			}
 		}
+		m.countLimits(c)
 	}
 	for c := range m.combos {
 		if s.pinned[c] == NotPinned || !m.combos[c].alive {
@@ -370,6 +383,7 @@ func (m *Mechanism) takePinned(running []Assignment) {
 		s.selected[t]++
 		s.chosenType[c] = t
 		s.chosen = append(s.chosen, int32(c))
+		m.countLimits(int32(c))
 	}
 }
 
@@ -461,7 +475,10 @@ func (m *Mechanism) typeIndex(name string) int32 {
 	return -1
 }
 
-// take selects e if its jobs are still unscheduled and it fits.
+// take selects e if its jobs are still unscheduled, it fits and its
+// members' limits have room for it. The limits are checked last, so a
+// job is noted as stopped by a limit only when nothing else stood in the
+// way of that candidate.
 func (m *Mechanism) take(e entry) bool {
 	s := &m.scratch
 	cb := &m.combos[e.c]
@@ -471,6 +488,9 @@ func (m *Mechanism) take(e entry) bool {
 		}
 	}
 	if cb.sf > s.free[e.t] {
+		return false
+	}
+	if !m.fitsLimits(e.c) {
 		return false
 	}
 	for _, j := range cb.members {
@@ -483,7 +503,11 @@ func (m *Mechanism) take(e entry) bool {
 	s.chosenType[e.c] = e.t
 	s.chosen = append(s.chosen, e.c)
 	if m.opts.HoldUnallocated && !cb.alloced {
+		// Held GPUs idle until the next reset: nothing runs on them to
+		// count in a limit.
 		s.held[e.c] = true
+	} else {
+		m.countLimits(e.c)
 	}
 	return true
 }
@@ -702,6 +726,9 @@ func (m *Mechanism) waitReason(j int32) Reason {
 	s := &m.scratch
 	if s.held[j] {
 		return Reason{Code: ReasonNoAllocation}
+	}
+	if s.stopped[j].limit >= 0 {
+		return m.limitReason(j)
 	}
 	nt := len(m.types)
 	sf := m.combos[j].sf

@@ -50,6 +50,36 @@ type Job struct {
 	// preemption and move of the job (restart.go); 0, a free restart,
 	// leaves the job's decisions as they are without the rule.
 	RestartCost float64
+	// Limits names the limits (SetLimits) the job counts in: its QOS's
+	// per-user cap, its association's group caps, ... A name no limit
+	// has constrains nothing until SetLimits defines it; a name given
+	// twice counts once.
+	Limits []string
+}
+
+// NoCap marks a Limit cap that is not set.
+const NoCap = -1
+
+// Limit is a cap on what a set of jobs may hold at once: one QOS's
+// per-user cap, an association's group cap, ... Jobs name the limits
+// they count in (Job.Limits, SetJobLimits). Each round a job is selected
+// only if every limit it counts in stays within its caps; jobs that keep
+// their GPUs whatever the priorities (pinned, PinOutside) count but are
+// never stopped. A pair counts each member in that member's limits as one
+// job holding the pair's whole scale factor: the site's GPU caps must hold
+// as if each member had the GPUs it shares to itself.
+type Limit struct {
+	// Name identifies the limit for jobs and in decisions, e.g. "qos gpu4
+	// user alice".
+	Name string
+	// GPUs is the most GPUs its jobs may hold at once; Jobs the most of its
+	// jobs that may run at once. NoCap: none. 0 is a cap of zero: nothing
+	// runs under it.
+	GPUs, Jobs int
+	// UsedGPUs and UsedJobs are held by running jobs the mechanism does not
+	// know (other partitions, other schedulers). Jobs it knows, PinOutside
+	// ones included, count by themselves and must not be included here.
+	UsedGPUs, UsedJobs int
 }
 
 // Pair is a co-location of two jobs on the same GPUs (space sharing).
