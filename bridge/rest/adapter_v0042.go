@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	api "github.com/SlinkyProject/slurm-client/api/v0042"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
 )
 
 // adapterV0042 speaks slurmrestd's v0.0.42 API.
@@ -295,6 +297,142 @@ func (a *adapterV0042) signal(ctx context.Context, name string, signal string) e
 		return replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0042(r.StatusCode(), r.JSONDefault.Errors) })
 	}
 	return errorsV0042(r.StatusCode(), r.JSON200.Errors)
+}
+
+// qos reads GET /slurmdb/v0.0.42/qos: every QOS slurmdbd keeps. The
+// paths are those of Slurm's data parser for slurmdb_qos_rec_t, whose
+// names differ from sacctmgr's: GrpJobs is limits/max/active_jobs/count,
+// MaxJobsPerUser limits/max/jobs/active_jobs/per/user (limits/max/jobs/
+// per/user is MaxSubmitJobsPerUser), GrpTRES limits/max/tres/total.
+func (a *adapterV0042) qos(ctx context.Context) (qosReply, error) {
+	r, err := a.client.SlurmdbV0042GetQosWithResponse(ctx, nil)
+	if err != nil {
+		return qosReply{}, err
+	}
+	if r.JSON200 == nil {
+		return qosReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0042(r.StatusCode(), r.JSONDefault.Errors) })
+	}
+	if err := errorsV0042(r.StatusCode(), r.JSON200.Errors); err != nil {
+		return qosReply{}, err
+	}
+	out := qosReply{cluster: clusterV0042(r.JSON200.Meta)}
+	for _, q := range r.JSON200.Qos {
+		out.qos = append(out.qos, qosLimitsV0042(q))
+	}
+	return out, nil
+}
+
+func qosLimitsV0042(q api.V0042Qos) bridge.QOSLimits {
+	out := bridge.QOSLimits{
+		Name:           deref(q.Name),
+		MaxGPUsPerUser: bridge.NoLimit, MaxGPUsPerAccount: bridge.NoLimit, GrpGPUs: bridge.NoLimit,
+		MaxJobsPerUser: bridge.NoLimit, MaxJobsPerAccount: bridge.NoLimit, GrpJobs: bridge.NoLimit,
+		MaxGPUsPerJob: bridge.NoLimit,
+	}
+	if q.Limits == nil || q.Limits.Max == nil {
+		return out
+	}
+	m := q.Limits.Max
+	if m.ActiveJobs != nil {
+		out.GrpJobs = limitV0042(m.ActiveJobs.Count)
+	}
+	if m.Jobs != nil && m.Jobs.ActiveJobs != nil && m.Jobs.ActiveJobs.Per != nil {
+		out.MaxJobsPerUser = limitV0042(m.Jobs.ActiveJobs.Per.User)
+		out.MaxJobsPerAccount = limitV0042(m.Jobs.ActiveJobs.Per.Account)
+	}
+	if m.Tres != nil {
+		out.GrpGPUs = gpusV0042(m.Tres.Total)
+		if m.Tres.Per != nil {
+			out.MaxGPUsPerUser = gpusV0042(m.Tres.Per.User)
+			out.MaxGPUsPerAccount = gpusV0042(m.Tres.Per.Account)
+			out.MaxGPUsPerJob = gpusV0042(m.Tres.Per.Job)
+		}
+	}
+	return out
+}
+
+// associations reads GET /slurmdb/v0.0.42/associations, of cluster alone
+// when it is set. The paths are those of Slurm's data parser for
+// slurmdb_assoc_rec_t, whose names differ from sacctmgr's: GrpJobs is
+// max/jobs/per/count, MaxJobs max/jobs/active (max/jobs/total is
+// MaxSubmitJobs), GrpTRES max/tres/total.
+func (a *adapterV0042) associations(ctx context.Context, cluster string) (associationsReply, error) {
+	var params *api.SlurmdbV0042GetAssociationsParams
+	if cluster != "" {
+		params = &api.SlurmdbV0042GetAssociationsParams{Cluster: &cluster}
+	}
+	r, err := a.client.SlurmdbV0042GetAssociationsWithResponse(ctx, params)
+	if err != nil {
+		return associationsReply{}, err
+	}
+	if r.JSON200 == nil {
+		return associationsReply{}, replyError(r.StatusCode(), r.Body, r.JSONDefault != nil, func() error { return errorsV0042(r.StatusCode(), r.JSONDefault.Errors) })
+	}
+	if err := errorsV0042(r.StatusCode(), r.JSON200.Errors); err != nil {
+		return associationsReply{}, err
+	}
+	out := associationsReply{cluster: clusterV0042(r.JSON200.Meta)}
+	for _, as := range r.JSON200.Associations {
+		out.associations = append(out.associations, associationV0042(as))
+	}
+	return out, nil
+}
+
+func associationV0042(as api.V0042Assoc) rawAssociation {
+	out := rawAssociation{Cluster: deref(as.Cluster), Association: bridge.Association{
+		Account: deref(as.Account), User: as.User, Partition: deref(as.Partition),
+		ParentAccount: deref(as.ParentAccount), Shares: sharesOf(as.SharesRaw),
+		GrpGPUs: bridge.NoLimit, GrpJobs: bridge.NoLimit, MaxJobs: bridge.NoLimit, MaxGPUsPerJob: bridge.NoLimit,
+	}}
+	if as.Qos != nil {
+		out.QOS = append([]string(nil), *as.Qos...)
+	}
+	if as.Default != nil {
+		out.DefaultQOS = deref(as.Default.Qos)
+	}
+	if m := as.Max; m != nil {
+		if m.Jobs != nil {
+			out.MaxJobs = limitV0042(m.Jobs.Active)
+			if m.Jobs.Per != nil {
+				out.GrpJobs = limitV0042(m.Jobs.Per.Count)
+			}
+		}
+		if m.Tres != nil {
+			out.GrpGPUs = gpusV0042(m.Tres.Total)
+			if m.Tres.Per != nil {
+				out.MaxGPUsPerJob = gpusV0042(m.Tres.Per.Job)
+			}
+		}
+	}
+	return out
+}
+
+// limitV0042 reads one cap on jobs: bridge.NoLimit when unset or infinite.
+func limitV0042(v *api.V0042Uint32NoValStruct) int {
+	return capOf(uint32V0042(v))
+}
+
+// gpusV0042 reads the gres/gpu cap of a TRES limit list: bridge.NoLimit
+// when the list sets none.
+func gpusV0042(list *api.V0042TresList) int {
+	if list == nil {
+		return bridge.NoLimit
+	}
+	for _, t := range *list {
+		if isGPUTRES(t.Type, deref(t.Name)) {
+			return capOf(deref(t.Count), t.Count != nil)
+		}
+	}
+	return bridge.NoLimit
+}
+
+// clusterV0042 is the cluster slurmrestd serves, as its reply names it
+// ("" when it does not).
+func clusterV0042(meta *api.V0042OpenapiMeta) string {
+	if meta == nil || meta.Slurm == nil {
+		return ""
+	}
+	return deref(meta.Slurm.Cluster)
 }
 
 // errorsV0042 turns a reply's errors[] into one error; Slurm fills it on

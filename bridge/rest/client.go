@@ -1,7 +1,8 @@
 // Package rest reads and changes Slurm through slurmrestd: it implements
 // bridge.Reader and bridge.Actuator with SchedMD's generated API clients,
 // picks the newest API version the server offers (v0.0.42 to v0.0.45),
-// authenticates with a JWT read from a file, requeues through slurmrestd
+// authenticates with a JWT read from a file, reads slurmdbd's limits
+// through slurmrestd's /slurmdb/ endpoints, requeues through slurmrestd
 // where the version serves it (v0.0.45) and with scontrol otherwise, and
 // runs scontrol to update many jobs in one call (holds and releases).
 package rest
@@ -42,6 +43,9 @@ type Config struct {
 	// ReadTimeout bounds the snapshot's reads of nodes and jobs
 	// (default 60s): their cost grows with every job slurmctld keeps.
 	ReadTimeout time.Duration
+	// SkipAccounting leaves slurmdbd's limits unread: every snapshot's
+	// Accounting is then nil (accounting.go).
+	SkipAccounting bool
 	// Versions restricts the API versions to try, such as ["v0.0.42"];
 	// empty means every supported one, newest first.
 	Versions []string
@@ -81,6 +85,11 @@ type adapter interface {
 	// signalMany sends signal to many jobs in one request, and returns
 	// the error of each job slurmctld refused, by name.
 	signalMany(ctx context.Context, names []string, signal string) (map[string]error, error)
+	// qos reads every QOS slurmdbd keeps, and associations the
+	// associations of cluster (every cluster's when empty), through
+	// slurmrestd's /slurmdb/ endpoints (accounting.go).
+	qos(ctx context.Context) (qosReply, error)
+	associations(ctx context.Context, cluster string) (associationsReply, error)
 }
 
 type adapterFactory func(server string, doer *http.Client, auth func(context.Context, *http.Request) error) (adapter, error)
@@ -145,6 +154,10 @@ type Client struct {
 	readMu   sync.Mutex
 	cache    readCache
 	noStates bool
+	// accounting is the last reading of slurmdbd's limits, and when
+	// slurmrestd may be asked again after it served none (accounting.go);
+	// guarded by readMu.
+	accounting accountingState
 	// lease is the daemon's lease (lease.go).
 	lease leaseState
 	// acted is set by every action sent: a job's state alone does not
@@ -282,7 +295,9 @@ func (c *Client) forget(err error) {
 
 // Snapshot implements bridge.Reader: nodes and jobs of the managed
 // partitions, read with one call each, or less where slurmctld can tell
-// that nothing changed since the last read (light.go).
+// that nothing changed since the last read (light.go), and slurmdbd's
+// limits with two more, which looks between rounds do without
+// (accounting.go).
 func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 	taken := c.cfg.Now()
 	a, err := c.adapter(ctx)
@@ -310,11 +325,14 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 		defer close(nodesDone)
 		nodes, nodesErr = a.nodes(callCtx, c.cache.nodesSince)
 	}()
+	// So do slurmdbd's limits, which never fail the snapshot.
+	accounting := c.startAccounting(callCtx, a, bridge.IsLook(ctx))
 	jobs, jobsErr := c.readJobs(callCtx, a, look)
 	if jobsErr != nil {
 		cancel() // the snapshot has failed: do not wait for the nodes
 	}
 	<-nodesDone
+	acct := accounting()
 	if jobsErr != nil {
 		c.forget(jobsErr)
 		c.cache = readCache{version: a.version()}
@@ -338,6 +356,8 @@ func (c *Client) Snapshot(ctx context.Context) (*bridge.Snapshot, error) {
 		c.cache = readCache{version: a.version()}
 		return nil, err
 	}
+	c.accounting.last, c.accounting.read = acct, true
+	fillAccounting(snap, acct, c.cfg.Partitions, rawJobs)
 	c.markLeaseHeld(snap)
 	c.noteNames(snap)
 	return snap, nil

@@ -23,6 +23,15 @@ package rest
 //   - job updates: priority, hold, constraints, minimum_nodes,
 //     maximum_nodes, tres_per_node, tres_per_job, begin_time, array (a
 //     string: the number alone sets the array's limit);
+//   - slurmdbd's QOS (GET /slurmdb/qos): name, limits.max.tres.total,
+//     limits.max.tres.per.{user,account,job} (TRES lists: type, name,
+//     count), limits.max.active_jobs.count and
+//     limits.max.jobs.active_jobs.per.{user,account} (uint32 no-val
+//     structs); associations (GET /slurmdb/associations, query parameter
+//     cluster): cluster, account, user, partition, parent_account,
+//     shares_raw, qos, default.qos, max.tres.total, max.tres.per.job,
+//     max.jobs.active, max.jobs.per.count; and every reply's
+//     meta.slurm.cluster;
 //   - DELETE job with signal and flags=FULL_JOB (the same flag list), ping,
 //     and the errors[] entries. The path's job id is a string in all four,
 //     so a task of a job array is named ARRAY_TASK (slurmrestd 24.11
@@ -39,6 +48,8 @@ package rest
 //     strings; descriptions are reworded ("Comma-separated");
 //   - the ping record drops the deprecated pinged and mode fields and gains
 //     status in v0.0.45;
+//   - the /slurmdb/ qos and associations queries drop the ignored format
+//     parameter in v0.0.45;
 //   - v0.0.45 adds GET /slurm/v0.0.45/job/{job_id}/requeue (query flags
 //     Incomplete, Hold, SpecialExit) and POST /slurm/v0.0.45/jobs/requeue,
 //     answered with a status[] of per-job results and errors[]. No earlier
