@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/limits"
 	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
@@ -185,6 +186,9 @@ type jobState struct {
 	arrayHead               bool
 	slots                   []jobKey
 	arrayWaiting, arrayRoom int
+	// limitNames are the accounting caps the job counts against, as the
+	// mechanism has them (limits.go); replaced, never changed in place.
+	limitNames []string
 }
 
 // Core is the pure scheduling state of the daemon. One goroutine drives
@@ -222,6 +226,9 @@ type Core struct {
 	// arrays the daemon manages had when it first saw them (their
 	// users'), by array id (arrays.go).
 	arrayLimits map[bridge.JobID]int
+	// limitTable is this round's reading of slurmdbd's caps (limits.go),
+	// made afresh from each snapshot.
+	limitTable *limits.Table
 
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
@@ -479,6 +486,7 @@ func (w *Core) step(in Input, p *Proposal) {
 		return
 	}
 	// 3. Jobs: admission, forgetting, rates, service received.
+	w.limitsOf(snap)
 	p.Forget = w.syncJobs(snap, now)
 	w.adopted = true
 	w.refreshRates(snap, now)
@@ -505,6 +513,10 @@ func (w *Core) step(in Input, p *Proposal) {
 
 	// 5. Plan: the round mechanism places jobs on GPUs.
 	w.refreshTEClaims(snap, now) // after a restart: rounds leave waiting TE jobs alone
+	if err := w.syncLimits(snap); err != nil {
+		p.Skipped, p.SkipCause = "limits: "+err.Error(), "plan_error"
+		return
+	}
 	plan, err := w.mech.Plan(nowS, w.placedAlready(snap, now))
 	if err != nil {
 		p.Skipped, p.SkipCause = "plan: "+err.Error(), "plan_error"

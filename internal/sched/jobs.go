@@ -194,6 +194,12 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 			c.unschedule(js, seconds(now))
 			return
 		}
+		if why := c.blockedByLimit(j); why != "" {
+			// A per-job cap: Slurm never starts it as it is.
+			js.decision, js.reason = "", "waits for Slurm: "+why
+			c.unschedule(js, seconds(now))
+			return
+		}
 	}
 	facts := siterules.JobFacts{Partition: j.Partition, User: j.User, Account: j.Account, QOS: j.QOS, Tag: j.Tag}
 	if js.scale != 0 && changedSinceAdmission(js, j, facts) {
@@ -216,6 +222,7 @@ func (c *Core) schedule(j bridge.Job, js *jobState, now time.Time) {
 	js.noRequeue = false
 	c.rereadRequeueFlag(js, j)
 	js.model, js.throughputs, js.perType, js.source = c.rates(j, now)
+	js.limitNames = nil // a job joins the mechanism with no caps; syncLimits gives them
 	if err := c.mech.AddJob(rounds.Job{ID: js.name, ScaleFactor: js.scale, Throughputs: js.throughputs,
 		RestartCost: c.restartCost(js).Seconds()}, seconds(now)); err != nil {
 		// Cannot happen for a checked job; keep it out rather than act on

@@ -53,6 +53,11 @@ type Env struct {
 	CollectorDir string
 	// Paths of wrapper scripts that run the Slurm commands against this Slurm.
 	SbatchPath, ScontrolPath, SqueuePath, SinfoPath, ScancelPath string
+	// Accounting is set when slurmdbd runs beside this Slurm (scripts/
+	// slurm/accounts.sh has its account tree); SacctPath and
+	// SacctmgrPath are then its commands.
+	Accounting              bool
+	SacctPath, SacctmgrPath string
 
 	client *http.Client
 
@@ -90,7 +95,8 @@ func FromEnv(t testing.TB) *Env {
 func lookupSettings() (map[string]string, string, error) {
 	if os.Getenv("SLURMRESTD_URL") != "" {
 		vars := map[string]string{}
-		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES", "SLURM_MIXED_PARTITION", "SLURM_COLLECTOR_DIR") {
+		for _, name := range append(requiredVars, "SLURM_PARTITION", "SLURM_GPU_NODES", "SLURM_MIXED_PARTITION", "SLURM_COLLECTOR_DIR",
+			"SLURM_ACCOUNTING", "SACCT", "SACCTMGR") {
 			vars[name] = os.Getenv(name)
 		}
 		return vars, "the environment", nil
@@ -150,12 +156,24 @@ func newEnv(vars map[string]string) (*Env, error) {
 		SqueuePath:     vars["SQUEUE"],
 		SinfoPath:      vars["SINFO"],
 		ScancelPath:    vars["SCANCEL"],
+		Accounting:     vars["SLURM_ACCOUNTING"] == "1" && vars["SACCTMGR"] != "",
+		SacctPath:      vars["SACCT"],
+		SacctmgrPath:   vars["SACCTMGR"],
 		client:         &http.Client{Timeout: 15 * time.Second},
 	}
 	if env.Partition == "" {
 		env.Partition = "gpu"
 	}
 	return env, nil
+}
+
+// RequireAccounting skips the test where the local Slurm runs without
+// slurmdbd (SLURM_ACCOUNTING=0 at make slurm-up).
+func (e *Env) RequireAccounting(t testing.TB) {
+	t.Helper()
+	if !e.Accounting {
+		t.Skip("slurmtest: the local Slurm runs without accounting (started with SLURM_ACCOUNTING=0)")
+	}
 }
 
 // AuthHeader returns the headers slurmrestd wants on every request.

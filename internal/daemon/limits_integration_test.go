@@ -1,0 +1,103 @@
+//go:build integration
+
+package daemon
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
+)
+
+// alice and bob are the account tree's two users (scripts/slurm/
+// accounts.sh): alice in physics, bob in biology.
+var (
+	alice = []string{"--uid=5001", "--gid=5001"}
+	bob   = []string{"--uid=5002", "--gid=5002"}
+)
+
+// A QOS caps alice at 4 GPUs (gpu4: MaxTRESPerUser=gres/gpu=4). She
+// submits 8 jobs first, bob 6 after her, on 8 GPUs, and no job may be
+// preempted. Without the limits in the round, the first round chose
+// alice's 8 jobs: Slurm started 4 and kept 4 for QOSMaxGRESPerUser, and 4
+// GPUs idled while bob's jobs waited on the daemon. Now the round knows
+// the cap: alice never runs more than 4, bob's jobs take the other 4 GPUs
+// at once, and status says why alice's others wait.
+func TestQOSCapIsAConstraintOfTheRound(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	env.RequireAccounting(t)
+	part := ownPartition(t, env, "v100-1", "v100-2")
+	const tag = "--comment=gavel: model=resnet50-bs64 steps=100k preempt=never"
+	var alices []int
+	for range 8 {
+		alices = append(alices, submitHeld(t, env, "#!/bin/sh\nsleep 600\n", append([]string{"--partition=" + part,
+			"--gres=gpu:1", "--qos=gpu4", "--output=/dev/null", tag}, alice...)...))
+	}
+	for range 6 {
+		submitHeld(t, env, "#!/bin/sh\nsleep 600\n", append([]string{"--partition=" + part,
+			"--gres=gpu:1", "--output=/dev/null", tag}, bob...)...)
+	}
+
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 15 * time.Second,
+		DefaultGrace: time.Second, GraceSignal: "USR1"}
+	p := newInProcess(t, restClient(t, env, env.URL, part), set)
+	runDaemon(t, p)
+
+	observer := restClient(t, env, env.URL, part)
+	var idle idleWatch
+	var started time.Time
+	mostAlice, sawLimitReason := 0, false
+	watch(t, observer, 45*time.Second, func(snap *bridge.Snapshot) bool {
+		running := map[string]int{}
+		bobWaits := false
+		for _, j := range snap.Jobs {
+			switch {
+			case j.State == bridge.JobRunning:
+				running[j.User]++
+			case j.State == bridge.JobPending && j.User == "bob":
+				bobWaits = true
+			}
+			if j.State == bridge.JobPending && j.User == "alice" && strings.HasPrefix(j.Reason, "QOSMax") {
+				t.Errorf("alice's job %d was let go into Slurm's QOS limit (%s)", j.ID, j.Reason)
+			}
+		}
+		mostAlice = max(mostAlice, running["alice"])
+		if running["alice"]+running["bob"] > 0 && started.IsZero() {
+			started = time.Now()
+		}
+		idle.look(!started.IsZero() && time.Since(started) > 3*time.Second && bobWaits && busyGPUs(snap) < 8)
+		for _, js := range p.board.Status().Jobs {
+			if strings.Contains(js.Reason, "qos gpu4 user alice") {
+				sawLimitReason = true
+			}
+		}
+		return false
+	})
+	t.Logf("alice ran at most %d jobs; GPUs idle at most %.1f s while bob's jobs waited; rounds %d",
+		mostAlice, idle.longest.Seconds(), p.board.Status().Round.Number)
+	if mostAlice > 4 {
+		t.Errorf("alice ran %d jobs at once past her QOS cap of 4 GPUs", mostAlice)
+	}
+	if mostAlice < 4 {
+		t.Errorf("alice ran at most %d jobs; her cap and her share allow 4", mostAlice)
+	}
+	// Jobs start within a second or two of their release; a round is 15 s.
+	if idle.longest > 5*time.Second {
+		t.Errorf("GPUs sat idle %.1f s while bob's jobs waited", idle.longest.Seconds())
+	}
+	if !sawLimitReason {
+		t.Errorf("no waiting job's status names the cap: %s", statusReasons(p))
+	}
+}
+
+// statusReasons lists each job's status reason, for failure messages.
+func statusReasons(p *inProcess) string {
+	var b strings.Builder
+	for _, js := range p.board.Status().Jobs {
+		fmt.Fprintf(&b, "\n  %s: %s", js.JobID, js.Reason)
+	}
+	return b.String()
+}

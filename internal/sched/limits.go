@@ -1,0 +1,90 @@
+package sched
+
+import (
+	"slices"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/limits"
+	"github.com/gavel-slurm/gavel-slurm/rounds"
+)
+
+// Slurm's accounting limits as constraints of the round (docs/limits.md).
+//
+// The daemon keeps the jobs it does not choose waiting, so Slurm's own
+// reason for a job its QOS or association caps would stop (QOSMaxGRES-
+// PerUser, AssocGrpGRES, ...) shows only once the daemon lets it go: the
+// GPU the round meant for it then idles until the next round. Where the
+// snapshot carries slurmdbd's limits, each round instead counts what the
+// running jobs hold of every cap, and the mechanism never selects a job
+// that would take a cap past its value; the GPUs go to the next jobs in
+// line. A pair member counts the whole GPUs it asked for: Slurm does not
+// count shards against gres/gpu caps, and pairing must not let a user run
+// past them.
+
+// limitsOf starts the round's limit table from the snapshot's accounting
+// (empty when there is none: no caps, as before).
+func (w *Core) limitsOf(snap *bridge.Snapshot) {
+	w.limitTable = limits.New(snap.Accounting)
+}
+
+// memberOf is what decides a pending or running job's caps.
+func memberOf(j bridge.Job) limits.Member {
+	return limits.Member{User: j.User, Account: j.Account, QOS: j.QOS, Partition: j.Partition, GPUs: j.GPUs}
+}
+
+// blockedByLimit says why a per-job cap stops pending job j for good, ""
+// when none does.
+func (c *Core) blockedByLimit(j bridge.Job) string {
+	if c.limitTable == nil {
+		return ""
+	}
+	_, why := c.limitTable.Of(memberOf(j))
+	return why
+}
+
+// syncLimits hands the mechanism this round's caps: each scheduled job's
+// pools, and what the running jobs it does not schedule already hold of
+// them (the daemon's unmanaged neighbours in its partitions, and every
+// running GPU job of the other partitions).
+func (w *Core) syncLimits(snap *bridge.Snapshot) error {
+	tab := w.limitTable
+	if tab == nil {
+		tab = limits.New(nil)
+	}
+	for _, js := range w.jobs {
+		if js.scale == 0 {
+			continue
+		}
+		m := limits.Member{User: js.facts.User, Account: js.facts.Account, QOS: js.facts.QOS,
+			Partition: js.facts.Partition, GPUs: js.scale}
+		names, _ := tab.Of(m)
+		if slices.Equal(names, js.limitNames) {
+			continue
+		}
+		if err := w.mech.SetJobLimits(js.name, names); err != nil {
+			return err
+		}
+		js.limitNames = names
+	}
+	var others []limits.Member
+	for _, j := range snap.Jobs {
+		if j.State != bridge.JobRunning || j.GPUs == 0 {
+			continue
+		}
+		if js := w.jobs[keyOf(j.ID)]; js != nil && js.scale != 0 {
+			continue // the mechanism counts it
+		}
+		others = append(others, memberOf(j))
+	}
+	for _, r := range snap.RunningOutside {
+		others = append(others, limits.Member{User: r.User, Account: r.Account, QOS: r.QOS, Partition: r.Partition, GPUs: r.GPUs})
+	}
+	used := tab.Usage(others)
+	pools := tab.Pools()
+	out := make([]rounds.Limit, 0, len(pools))
+	for _, p := range pools {
+		u := used[p.Name]
+		out = append(out, rounds.Limit{Name: p.Name, GPUs: p.GPUs, Jobs: p.Jobs, UsedGPUs: u.GPUs, UsedJobs: u.Jobs})
+	}
+	return w.mech.SetLimits(out)
+}

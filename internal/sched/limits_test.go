@@ -1,0 +1,127 @@
+package sched
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gavel-slurm/gavel-slurm/bridge"
+)
+
+// accounting is a site with QOS gpu4 (4 GPUs per user) and two accounts.
+func accounting() *bridge.Accounting {
+	none := bridge.NoLimit
+	q := func(name string, perUser int) bridge.QOSLimits {
+		return bridge.QOSLimits{Name: name, MaxGPUsPerUser: perUser, MaxGPUsPerAccount: none, GrpGPUs: none,
+			MaxJobsPerUser: none, MaxJobsPerAccount: none, GrpJobs: none, MaxGPUsPerJob: none}
+	}
+	a := func(account, user, parent string) bridge.Association {
+		return bridge.Association{Account: account, User: user, ParentAccount: parent, Shares: 1,
+			GrpGPUs: none, GrpJobs: none, MaxJobs: none, MaxGPUsPerJob: none}
+	}
+	return &bridge.Accounting{
+		QOS:          []bridge.QOSLimits{q("normal", none), q("gpu4", 4)},
+		Associations: []bridge.Association{a("root", "", ""), a("physics", "", "root"), a("biology", "", "root"), a("physics", "alice", "physics"), a("biology", "bob", "biology")},
+	}
+}
+
+func userJob(id bridge.JobID, user, account, qos string) bridge.Job {
+	j := pending(id, tag)
+	j.User, j.Account, j.QOS = user, account, qos
+	return j
+}
+
+// Alice's 8 jobs come first, bob's 6 after, on 8 GPUs; her QOS caps her at
+// 4 GPUs. The round releases 4 of hers and 4 of bob's, and says of her
+// others that the cap keeps them. Without the accounting in the snapshot
+// it would release 8 of hers, 4 of which Slurm would keep for its limit.
+func TestRoundKeepsQOSCaps(t *testing.T) {
+	nodes := []bridge.Node{node("a1", "v100", 4, 0), node("a2", "v100", 4, 0)}
+	var jobs []bridge.Job
+	for i := range 8 {
+		jobs = append(jobs, userJob(bridge.JobID(1+i), "alice", "physics", "gpu4"))
+	}
+	for i := range 6 {
+		jobs = append(jobs, userJob(bridge.JobID(20+i), "bob", "biology", "normal"))
+	}
+	for _, withLimits := range []bool{false, true} {
+		c := newCore(t, settings())
+		snap := snapshot(t, epoch, nodes, jobs...)
+		if withLimits {
+			snap.Accounting = accounting()
+		}
+		res := step(c, snap, epoch, c.Solve)
+		if res.Skipped != "" {
+			t.Fatal(res.Skipped)
+		}
+		released := map[string]int{}
+		for _, j := range jobs {
+			if strings.Contains(actionsOf(res.Actions, j.ID), "set-priority") {
+				released[j.User]++
+			}
+		}
+		if !withLimits {
+			if released["alice"] <= 4 {
+				t.Fatalf("without limits alice got %d releases: the test shows nothing", released["alice"])
+			}
+			continue
+		}
+		if released["alice"] != 4 || released["bob"] != 4 {
+			t.Errorf("released alice %d, bob %d; want 4 and 4", released["alice"], released["bob"])
+		}
+		capped := 0
+		for _, v := range res.View.Jobs {
+			if strings.Contains(v.Reason, "limit qos gpu4 user alice (4 of 4 GPUs)") {
+				capped++
+			}
+		}
+		if capped != 4 {
+			t.Errorf("%d of alice's waiting jobs name the cap; want 4: %+v", capped, res.View.Jobs)
+		}
+	}
+}
+
+// Running GPU jobs the daemon does not schedule (here in another
+// partition) count against the same cap: alice already runs 3 GPUs
+// elsewhere, so one more of hers may start.
+func TestRunningJobsElsewhereCountAgainstCaps(t *testing.T) {
+	nodes := []bridge.Node{node("a1", "v100", 4, 0)}
+	jobs := []bridge.Job{userJob(1, "alice", "physics", "gpu4"), userJob(2, "alice", "physics", "gpu4"), userJob(3, "alice", "physics", "gpu4")}
+	c := newCore(t, settings())
+	snap := snapshot(t, epoch, nodes, jobs...)
+	snap.Accounting = accounting()
+	snap.RunningOutside = []bridge.Running{{ID: 90, User: "alice", Account: "physics", QOS: "gpu4", Partition: "cpu", GPUs: 3}}
+	res := step(c, snap, epoch, c.Solve)
+	released := 0
+	for _, j := range jobs {
+		if strings.Contains(actionsOf(res.Actions, j.ID), "set-priority") {
+			released++
+		}
+	}
+	if released != 1 {
+		t.Errorf("released %d of alice's jobs with 3 of her 4 GPUs busy elsewhere", released)
+	}
+}
+
+// A job asking for more GPUs than its QOS lets one job have never starts:
+// it waits for Slurm, out of the allocation, with the cap named.
+func TestPerJobCapKeepsAJobOut(t *testing.T) {
+	acc := accounting()
+	acc.QOS[1].MaxGPUsPerJob = 2
+	big := userJob(1, "alice", "physics", "gpu4")
+	big.GPUs, big.GPUsPerNode, big.Nodes = 4, 4, 1
+	c := newCore(t, settings())
+	snap := snapshot(t, epoch, []bridge.Node{node("a1", "v100", 4, 0)}, big, userJob(2, "bob", "biology", "normal"))
+	snap.Accounting = acc
+	res := step(c, snap, epoch, c.Solve)
+	if got := actionsOf(res.Actions, 1); strings.Contains(got, "set-priority") {
+		t.Errorf("the capped job was released: %s", got)
+	}
+	for _, v := range res.View.Jobs {
+		if v.Job.ID == 1 && !strings.Contains(v.Reason, "QOS gpu4 allows 2 GPUs per job") {
+			t.Errorf("reason %q", v.Reason)
+		}
+	}
+	if got := actionsOf(res.Actions, 2); !strings.Contains(got, "set-priority") {
+		t.Errorf("bob's job: %q", got)
+	}
+}
