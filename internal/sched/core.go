@@ -229,6 +229,10 @@ type Core struct {
 	// limitTable is this round's reading of slurmdbd's caps (limits.go),
 	// made afresh from each snapshot.
 	limitTable *limits.Table
+	// entityWeights are the accounts' fair-share weights, by entity,
+	// where the site takes entities from slurmdbd's tree (limits.go);
+	// replaced, never changed in place.
+	entityWeights map[string]float64
 
 	// adopted is set after the first round that could adopt admin holds
 	// (Settings.AdoptAdminHolds): later admin holds are the admin's.
@@ -487,6 +491,7 @@ func (w *Core) step(in Input, p *Proposal) {
 	}
 	// 3. Jobs: admission, forgetting, rates, service received.
 	w.limitsOf(snap)
+	w.noteShares(snap)
 	p.Forget = w.syncJobs(snap, now)
 	w.adopted = true
 	w.refreshRates(snap, now)

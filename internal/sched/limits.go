@@ -1,10 +1,13 @@
 package sched
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/limits"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
+	"github.com/gavel-slurm/gavel-slurm/policy"
 	"github.com/gavel-slurm/gavel-slurm/rounds"
 )
 
@@ -87,4 +90,30 @@ func (w *Core) syncLimits(snap *bridge.Snapshot) error {
 		out = append(out, rounds.Limit{Name: p.Name, GPUs: p.GPUs, Jobs: p.Jobs, UsedGPUs: u.GPUs, UsedJobs: u.Jobs})
 	}
 	return w.mech.SetLimits(out)
+}
+
+// noteShares reads the entities' weights from the fair-share tree, where
+// the site takes its entities from it ([entities] from = "fairshare"). A
+// change made with sacctmgr asks for a new allocation at once. A round
+// whose snapshot carries no accounting (slurmdbd did not answer) keeps
+// the weights it had: one failed read must not reshuffle the cluster.
+func (w *Core) noteShares(snap *bridge.Snapshot) {
+	if w.set.Rules.EntitiesFrom != siterules.EntitiesFromFairShare || snap.Accounting == nil {
+		return
+	}
+	weights := limits.AccountWeights(snap.Accounting, policy.MinWeight)
+	if maps.Equal(weights, w.entityWeights) {
+		return
+	}
+	w.entityWeights = weights
+	w.mech.NoteEvent(rounds.EventOther)
+}
+
+// entityWeight is the weight of entity name in the policy: its account's
+// fair-share weight where the site takes them from slurmdbd, else 1.
+func (c *Core) entityWeight(name string) float64 {
+	if w, ok := c.entityWeights[name]; ok {
+		return w
+	}
+	return 1
 }

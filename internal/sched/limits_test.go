@@ -1,10 +1,13 @@
 package sched
 
 import (
+	"math"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 )
 
 // accounting is a site with QOS gpu4 (4 GPUs per user) and two accounts.
@@ -123,5 +126,48 @@ func TestPerJobCapKeepsAJobOut(t *testing.T) {
 	}
 	if got := actionsOf(res.Actions, 2); !strings.Contains(got, "set-priority") {
 		t.Errorf("bob's job: %q", got)
+	}
+}
+
+// Entities from the fair-share tree: physics (Fairshare=3) and biology
+// (1), each with more one-GPU jobs than fit, under the hierarchical
+// policy. The allocation gives the accounts 3:1 of the 8 GPUs (6 and 2
+// GPUs' worth; the rounds then realize it over time); with equal shares
+// it is 4 and 4. A change made with sacctmgr counts at the next round.
+func TestEntitiesWeighedByFairShare(t *testing.T) {
+	nodes := []bridge.Node{node("a1", "v100", 4, 0), node("a2", "v100", 4, 0)}
+	var jobs []bridge.Job
+	for i := range 8 {
+		jobs = append(jobs, userJob(bridge.JobID(1+i), "alice", "physics", "normal"))
+		jobs = append(jobs, userJob(bridge.JobID(20+i), "bob", "biology", "normal"))
+	}
+	set := settings()
+	set.Policy = "max_min_fairness_water_filling_perf"
+	set.Rules.EntitiesFrom = siterules.EntitiesFromFairShare
+	gpus := func(res Result) map[string]float64 {
+		out := map[string]float64{}
+		for _, v := range res.View.Jobs {
+			for _, share := range v.Allocation {
+				out[v.Job.Account] += share * float64(v.Job.GPUs)
+			}
+		}
+		return out
+	}
+	c := newCore(t, set)
+	for i, shares := range [][2]int{{3, 1}, {3, 3}} {
+		acc := accounting()
+		acc.Associations[1].Shares, acc.Associations[2].Shares = shares[0], shares[1]
+		at := epoch.Add(time.Duration(i) * set.Round)
+		snap := snapshot(t, at, nodes, jobs...)
+		snap.Accounting = acc
+		res := step(c, snap, at, c.Solve)
+		if res.Skipped != "" {
+			t.Fatal(res.Skipped)
+		}
+		got := gpus(res)
+		want := 8 * float64(shares[0]) / float64(shares[0]+shares[1])
+		if math.Abs(got["physics"]-want) > 0.01 || math.Abs(got["biology"]-(8-want)) > 0.01 {
+			t.Errorf("shares %d:%d: allocation %v GPUs; want physics %.1f, biology %.1f", shares[0], shares[1], got, want, 8-want)
+		}
 	}
 }

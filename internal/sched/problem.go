@@ -24,6 +24,8 @@ type JobInput struct {
 	// means none.
 	Deadline float64
 	Entity   string
+	// EntityWeight is the entity's weight; 0 means 1.
+	EntityWeight float64
 	// IsolatedTime is Themis' C_i.
 	IsolatedTime float64
 	// RunningOn is the GPU type the job runs on now, "" while it waits.
@@ -35,7 +37,7 @@ type JobInput struct {
 // facts become an LP's row, shared by the daemon and the simulator.
 // Only the types with GPUs are offered to the policy; a deadline already
 // missed asks for the fastest finish (1 s) rather than a negative one;
-// every named entity takes part with weight 1.
+// every named entity takes part with its EntityWeight (1 unless given).
 func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jobs []JobInput) *policy.Problem {
 	p := &policy.Problem{GPUs: gpus, Costs: costs, Jobs: make([]policy.Job, 0, len(jobs))}
 	entities := map[string]policy.Entity{}
@@ -53,7 +55,11 @@ func BuildProblem(gpus map[string]int, costs map[string]float64, now float64, jo
 			job.SLO = math.Max(in.Deadline-now, 1)
 		}
 		if in.Entity != "" {
-			entities[in.Entity] = policy.Entity{Weight: 1}
+			ew := in.EntityWeight
+			if ew <= 0 {
+				ew = 1
+			}
+			entities[in.Entity] = policy.Entity{Weight: ew}
 		}
 		p.Jobs = append(p.Jobs, job)
 	}
@@ -145,7 +151,7 @@ func (c *Core) problem(snap *bridge.Snapshot, now time.Time) *policy.Problem {
 		// Isolated time (Themis' C_i) needs measured progress; without it
 		// the job's time in the system is the best available stand-in.
 		in := JobInput{ID: js.name, Throughputs: js.throughputs, ScaleFactor: js.scale, Weight: js.weight,
-			Arrival: seconds(js.firstSeen), Entity: js.entity, StepsRemaining: float64(c.stepsRemaining(js)),
+			Arrival: seconds(js.firstSeen), Entity: js.entity, EntityWeight: c.entityWeight(js.entity), StepsRemaining: float64(c.stepsRemaining(js)),
 			IsolatedTime: now.Sub(js.firstSeen).Seconds(), RunningOn: runningOn[js.name]}
 		if js.tag.SLO > 0 {
 			in.Deadline = seconds(js.firstSeen.Add(js.tag.SLO))

@@ -78,15 +78,19 @@ const (
 	EntitiesFromTag EntitySource = "tag"
 	// EntitiesFromUser uses the job's user name.
 	EntitiesFromUser EntitySource = "user"
+	// EntitiesFromFairShare uses the job's Slurm account, as
+	// EntitiesFromAccount does, weighted by the account's fair-share
+	// shares in slurmdbd (internal/limits.AccountWeights), read each round.
+	EntitiesFromFairShare EntitySource = "fairshare"
 )
 
 // ParseEntitySource reads entities.from as the configuration writes it.
 func ParseEntitySource(s string) (EntitySource, error) {
 	switch e := EntitySource(strings.ToLower(s)); e {
-	case EntitiesFromAccount, EntitiesFromTag, EntitiesFromUser:
+	case EntitiesFromAccount, EntitiesFromTag, EntitiesFromUser, EntitiesFromFairShare:
 		return e, nil
 	}
-	return "", fmt.Errorf("must be account, tag or user: %q", s)
+	return "", fmt.Errorf("must be account, fairshare, tag or user: %q", s)
 }
 
 // Rules are the site's rules. The zero Rules are the safe defaults: the
