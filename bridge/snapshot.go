@@ -324,6 +324,16 @@ func (s *Snapshot) Clone() *Snapshot {
 		j.SharedGPUs = append([]int(nil), j.SharedGPUs...)
 		c.Jobs[i] = j
 	}
+	c.RunningOutside = append([]Running(nil), s.RunningOutside...)
+	if s.Accounting != nil {
+		acc := Accounting{QOS: append([]QOSLimits(nil), s.Accounting.QOS...),
+			Associations: make([]Association, len(s.Accounting.Associations))}
+		for i, a := range s.Accounting.Associations {
+			a.QOS = append([]string(nil), a.QOS...)
+			acc.Associations[i] = a
+		}
+		c.Accounting = &acc
+	}
 	return &c
 }
 
