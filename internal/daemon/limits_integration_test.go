@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
+	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
@@ -100,4 +101,54 @@ func statusReasons(p *inProcess) string {
 		fmt.Fprintf(&b, "\n  %s: %s", js.JobID, js.Reason)
 	}
 	return b.String()
+}
+
+// Entities from the account tree ([entities] from = "fairshare"):
+// physics has 3 shares and biology 1 (scripts/slurm/accounts.sh). Alice
+// (physics) and bob (biology) each submit more one-GPU jobs than the 8
+// GPUs hold, under the hierarchical policy. The allocation splits the
+// GPUs 6:2, and the service the two accounts receive follows 3:1: their
+// jobs are preempted and resumed round after round, so physics' share of
+// the GPU time must come within 0.1 of 0.75.
+func TestFairShareAccountsAreTheEntities(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	env.RequireAccounting(t)
+	part := ownPartition(t, env, "v100-1", "v100-2")
+	const tag = "--comment=gavel: model=resnet50-bs64"
+	account := map[int]string{}
+	for range 8 {
+		for _, u := range []struct {
+			name string
+			args []string
+		}{{"physics", alice}, {"biology", bob}} {
+			id := submitHeld(t, env, checkpointScript(env, "fs", 1_000_000), append([]string{"--partition=" + part,
+				"--gres=gpu:1", tag}, u.args...)...)
+			account[id] = u.name
+		}
+	}
+	set := Settings{Policy: "max_min_fairness_water_filling_perf", AdoptAdminHolds: true, Partitions: []string{part},
+		Round: 10 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint, DefaultGrace: time.Second, GraceSignal: "USR1",
+		Rules: siterules.Rules{EntitiesFrom: siterules.EntitiesFromFairShare}}
+	p := newInProcess(t, restClient(t, env, env.URL, part), set)
+	p.run(t, 100*time.Second)
+
+	st := p.board.Status()
+	alloc := p.board.Allocation().Rows
+	allocated, received := map[string]float64{}, map[string]float64{}
+	for id, acc := range account {
+		js := findJob(t, st, id)
+		allocated[acc] += sum(alloc[js.JobID])
+		received[acc] += sum(js.Received)
+	}
+	t.Logf("allocation (GPUs) %v; received (GPU-seconds) %v; rounds %d", allocated, received, st.Round.Number)
+	if a := allocated["physics"]; a < 5.9 || a > 6.1 || allocated["biology"] < 1.9 || allocated["biology"] > 2.1 {
+		t.Errorf("allocation %v GPUs; the shares 3:1 give 6 and 2", allocated)
+	}
+	total := received["physics"] + received["biology"]
+	if total <= 0 {
+		t.Fatal("no service received")
+	}
+	if share := received["physics"] / total; share < 0.65 || share > 0.85 {
+		t.Errorf("physics received %.2f of the GPU time; its fair share is 0.75", share)
+	}
 }

@@ -73,6 +73,15 @@ func TestDaemonRunsAsAnOperator(t *testing.T) {
 	if requeued == 0 {
 		t.Errorf("no job was requeued in 40 s of 8 s rounds with two 4-GPU jobs on 4 GPUs")
 	}
+	// slurmdbd's records say the same: the requeues went through Slurm.
+	accounted := 0
+	for id, rec := range env.Sacct(t, jobs...) {
+		t.Logf("sacct: job %d %s, %d restarts", id, rec.State, rec.Restarts)
+		accounted += rec.Restarts
+	}
+	if accounted != requeued {
+		t.Errorf("slurmdbd counts %d requeues, slurmctld %d", accounted, requeued)
+	}
 
 	q := newInProcess(t, asSlurmUser(t, env, "bob", part), set)
 	q.run(t, 20*time.Second)

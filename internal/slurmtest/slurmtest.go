@@ -531,3 +531,47 @@ func ParseGPUNodes(spec string) ([]ExpectedNode, error) {
 	}
 	return nodes, nil
 }
+
+// Accounted is what slurmdbd recorded of a job (sacct): its state, as
+// Slurm's accounting keeps it after the controller forgets the job, and
+// how many times it was requeued.
+type Accounted struct {
+	ID       int
+	State    string
+	Restarts int
+	User     string
+	Account  string
+	QOS      string
+}
+
+// Sacct reads the accounting records of jobs ids (allocations only, no
+// steps) through sacct --json. It needs accounting (RequireAccounting).
+func (e *Env) Sacct(t testing.TB, ids ...int) map[int]Accounted {
+	t.Helper()
+	list := make([]string, len(ids))
+	for i, id := range ids {
+		list[i] = strconv.Itoa(id)
+	}
+	out := e.Run(t, e.SacctPath, "--json", "-X", "-j", strings.Join(list, ","))
+	var reply struct {
+		Jobs []struct {
+			JobID      int    `json:"job_id"`
+			User       string `json:"user"`
+			Account    string `json:"account"`
+			QOS        string `json:"qos"`
+			RestartCnt int    `json:"restart_cnt"`
+			State      struct {
+				Current []string `json:"current"`
+			} `json:"state"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &reply); err != nil {
+		t.Fatalf("sacct --json: %v: %.300s", err, out)
+	}
+	got := map[int]Accounted{}
+	for _, j := range reply.Jobs {
+		got[j.JobID] = Accounted{ID: j.JobID, State: strings.Join(j.State.Current, ","), Restarts: j.RestartCnt,
+			User: j.User, Account: j.Account, QOS: j.QOS}
+	}
+	return got
+}
