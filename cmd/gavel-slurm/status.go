@@ -209,6 +209,35 @@ func renderStatus(w io.Writer, st api.Status) {
 		fmt.Fprintln(w, "allocation: equal shares stand in for the policy, which failed: "+printable(r.AllocationFallback))
 	}
 	renderLease(w, st)
+	if st.Accounting != "" {
+		fmt.Fprintln(w, "accounting: "+printable(st.Accounting))
+	}
+	renderEntities(w, st)
+}
+
+// renderEntities prints one line per entity when there are several: the
+// share the policy gives it and the share of the service it received,
+// both in effective GPUs (each job's fastest type's speed).
+func renderEntities(w io.Writer, st api.Status) {
+	if len(st.Entities) < 2 {
+		return
+	}
+	var alloc, got float64
+	for _, e := range st.Entities {
+		alloc += e.EffectiveGPUs
+		got += e.EffectiveGPUSeconds
+	}
+	share := func(v, total float64) string {
+		if total <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*v/total)
+	}
+	fmt.Fprintln(w, "entities (weight, jobs, allocated effective GPUs and share, received share of effective GPU time):")
+	for _, e := range st.Entities {
+		fmt.Fprintf(w, "  %-16s weight %.3g, %d jobs, %.2f GPUs (%s), received %s\n", printable(e.Name), e.Weight, e.Jobs,
+			e.EffectiveGPUs, share(e.EffectiveGPUs, alloc), share(e.EffectiveGPUSeconds, got))
+	}
 }
 
 // renderLease prints when the jobs the daemon keeps waiting would become

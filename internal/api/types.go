@@ -26,6 +26,29 @@ type Status struct {
 	Lease *Lease `json:"lease,omitempty"`
 	// Token is what the daemon knows of its slurmrestd JWT.
 	Token *Token `json:"token,omitempty"`
+	// Accounting says what of slurmdbd's limits and account tree the
+	// last round used, or why it had none (docs/limits.md).
+	Accounting string `json:"accounting,omitempty"`
+	// Entities are the policy's entities (accounts, users or tags' groups),
+	// in name order.
+	Entities []EntityStatus `json:"entities,omitempty"`
+}
+
+// EntityStatus is one entity: its weight in the policy, what the
+// allocation gives its jobs and what they received since they arrived.
+type EntityStatus struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
+	Jobs   int     `json:"jobs"`
+	// AllocatedGPUs is the GPUs the allocation gives its jobs, by type;
+	// ReceivedGPUSeconds the GPU-seconds they ran, by type.
+	AllocatedGPUs      map[string]float64 `json:"allocated_gpus,omitempty"`
+	ReceivedGPUSeconds map[string]float64 `json:"received_gpu_seconds,omitempty"`
+	// EffectiveGPUs and EffectiveGPUSeconds count each type at the speed
+	// of each job's fastest type: comparable between entities whose jobs
+	// gain differently from newer GPUs.
+	EffectiveGPUs       float64 `json:"effective_gpus"`
+	EffectiveGPUSeconds float64 `json:"effective_gpu_seconds"`
 }
 
 // Lease is how long the jobs the daemon keeps waiting stay waiting if it

@@ -67,6 +67,12 @@ func statusDoc(v sched.View) api.Status {
 		st.Types = append(st.Types, api.TypeSummary{Type: t.Type, GPUs: t.GPUs, Busy: t.Busy, Running: t.Running,
 			Pending: t.Pending, AllocatedGPUs: t.AllocatedGPUs, CostPerHour: t.CostPerHour})
 	}
+	st.Accounting = v.Accounting
+	for _, e := range v.Entities {
+		st.Entities = append(st.Entities, api.EntityStatus{Name: e.Name, Weight: e.Weight, Jobs: e.Jobs,
+			AllocatedGPUs: e.Allocated, ReceivedGPUSeconds: e.Received,
+			EffectiveGPUs: e.EffectiveAllocated, EffectiveGPUSeconds: e.EffectiveReceived})
+	}
 	return st
 }
 

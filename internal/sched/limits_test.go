@@ -169,5 +169,17 @@ func TestEntitiesWeighedByFairShare(t *testing.T) {
 		if math.Abs(got["physics"]-want) > 0.01 || math.Abs(got["biology"]-(8-want)) > 0.01 {
 			t.Errorf("shares %d:%d: allocation %v GPUs; want physics %.1f, biology %.1f", shares[0], shares[1], got, want, 8-want)
 		}
+		// Status shows the same per entity, with the weights.
+		ev := map[string]EntityView{}
+		for _, e := range res.View.Entities {
+			ev[e.Name] = e
+		}
+		if p, b := ev["physics"], ev["biology"]; math.Abs(p.EffectiveAllocated-want) > 0.01 || math.Abs(b.EffectiveAllocated-(8-want)) > 0.01 ||
+			math.Abs(p.Weight/b.Weight-float64(shares[0])/float64(shares[1])) > 1e-9 || p.Jobs != 8 {
+			t.Errorf("entity view %+v", res.View.Entities)
+		}
+		if !strings.HasPrefix(res.View.Accounting, "limits from slurmdbd: 2 QOS") {
+			t.Errorf("accounting note %q", res.View.Accounting)
+		}
 	}
 }

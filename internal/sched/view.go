@@ -29,6 +29,12 @@ type View struct {
 	Allocation *policy.Allocation
 	// Warnings are problems outside any one job (a node left out).
 	Warnings []string
+	// Accounting says what of slurmdbd's limits and tree the round used,
+	// or why it had none (docs/limits.md).
+	Accounting string
+	// Entities are the policy's entities with their weight, what the
+	// allocation gives them and what they received (entities.go).
+	Entities []EntityView
 }
 
 // JobView is one job's line in status.
@@ -102,6 +108,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	if snap == nil {
 		return v
 	}
+	v.Accounting = accountingNote(snap)
 	alloc := map[string]map[string]float64{}
 	if c.allocation != nil {
 		alloc = c.allocation.Map()
@@ -248,6 +255,7 @@ func (c *Core) view(snap *bridge.Snapshot, now time.Time, res *Result) View {
 	for _, t := range slices.Sorted(maps.Keys(summary)) {
 		v.Types = append(v.Types, *summary[t])
 	}
+	v.Entities = c.entityViews()
 	return v
 }
 
