@@ -553,7 +553,7 @@ func (p *shellParts) parts(cfg *config.Config, instance int) (*daemon.Core, brid
 	if slurm == nil {
 		rc := rest.Config{URL: cfg.Slurm.RestURL, UserName: cfg.Slurm.User, TokenFile: cfg.Slurm.TokenFile,
 			Partitions: cfg.Slurm.Partitions, Scontrol: cfg.Slurm.Scontrol, HTTPClient: daemon.SlurmHTTPClient(),
-			Timeout: slurmTimeout, ReadTimeout: cfg.Slurm.ReadTimeout}
+			Timeout: slurmTimeout, ReadTimeout: cfg.Slurm.ReadTimeout, SkipAccounting: !cfg.Slurm.ReadAccounting}
 		if cfg.Slurm.APIVersion != "" {
 			rc.Versions = []string{cfg.Slurm.APIVersion}
 		}

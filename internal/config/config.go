@@ -95,6 +95,12 @@ type Slurm struct {
 	// than this one. The JWT, which acts as an administrator, then
 	// crosses the network in clear, so it takes an explicit choice.
 	AllowInsecureHTTP bool
+	// ReadAccounting reads slurmdbd's QOS and association limits (and
+	// fair-share tree) each round through slurmrestd's /slurmdb/
+	// endpoints, so that the round keeps the site's caps
+	// (docs/limits.md). On by default; without slurmdbd the round works
+	// as before and status says why.
+	ReadAccounting bool
 }
 
 // Cluster describes the GPU types the daemon schedules across.
@@ -246,12 +252,13 @@ type Daemon struct {
 func Default() Config {
 	return Config{
 		Slurm: Slurm{
-			RestURL:     "http://127.0.0.1:6820",
-			TokenFile:   "/etc/gavel-slurm/slurm.jwt",
-			User:        "slurm",
-			Partitions:  []string{"gpu"},
-			Scontrol:    "/usr/bin/scontrol",
-			ReadTimeout: time.Minute,
+			RestURL:        "http://127.0.0.1:6820",
+			TokenFile:      "/etc/gavel-slurm/slurm.jwt",
+			User:           "slurm",
+			Partitions:     []string{"gpu"},
+			Scontrol:       "/usr/bin/scontrol",
+			ReadAccounting: true,
+			ReadTimeout:    time.Minute,
 		},
 		Cluster:       Cluster{Throughputs: "simulation"},
 		TrialAndError: TrialAndError{Weight: 4, MaxPreemptions: 2, Poll: 5 * time.Second},
@@ -314,6 +321,7 @@ type file struct {
 		Scontrol          *string        `toml:"scontrol"`
 		ReadTimeout       *duration.Flag `toml:"read_timeout"`
 		AllowInsecureHTTP *bool          `toml:"allow_insecure_http"`
+		ReadAccounting    *bool          `toml:"read_accounting"`
 	} `toml:"slurm"`
 	Cluster struct {
 		GPUTypes       []string           `toml:"gpu_types"`
@@ -486,6 +494,9 @@ func Parse(data []byte) (*Config, error) {
 		c.Slurm.Partitions = f.Slurm.Partitions
 	}
 	setString(&c.Slurm.Scontrol, f.Slurm.Scontrol)
+	if f.Slurm.ReadAccounting != nil {
+		c.Slurm.ReadAccounting = *f.Slurm.ReadAccounting
+	}
 	if f.Slurm.AllowInsecureHTTP != nil {
 		c.Slurm.AllowInsecureHTTP = *f.Slurm.AllowInsecureHTTP
 	}

@@ -84,6 +84,7 @@ token_file = "/run/jwt"
 user = "root"
 partitions = ["gpu", "gpu-long"]
 scontrol = "/opt/slurm/bin/scontrol"
+read_accounting = false
 read_timeout = "2m"
 [cluster]
 gpu_types = ["k80", "v100"]
