@@ -3,8 +3,8 @@ package sched
 import (
 	"math"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/gavel-slurm/gavel-slurm/bridge"
 	"github.com/gavel-slurm/gavel-slurm/internal/siterules"
