@@ -152,3 +152,62 @@ func TestFairShareAccountsAreTheEntities(t *testing.T) {
 		t.Errorf("physics received %.2f of the GPU time; its fair share is 0.75", share)
 	}
 }
+
+// An administrator raises a cap with sacctmgr while the daemon runs: the
+// next round counts it, without a reload. Alice (QOS gpu4, 4 GPUs) has 8
+// jobs and bob 2 on 8 GPUs: 6 run and 2 GPUs idle, since alice is at her
+// cap and bob has nothing more. Once the cap is 6, the next round starts
+// 2 more of alice's jobs and every GPU is busy.
+func TestCapChangedWithSacctmgrCountsNextRound(t *testing.T) {
+	env := slurmtest.FromEnv(t)
+	env.RequireAccounting(t)
+	part := ownPartition(t, env, "v100-1", "v100-2")
+	const tag = "--comment=gavel: model=resnet50-bs64 steps=100k preempt=never"
+	for range 8 {
+		submitHeld(t, env, "#!/bin/sh\nsleep 600\n", append([]string{"--partition=" + part,
+			"--gres=gpu:1", "--qos=gpu4", "--output=/dev/null", tag}, alice...)...)
+	}
+	for range 2 {
+		submitHeld(t, env, "#!/bin/sh\nsleep 600\n", append([]string{"--partition=" + part,
+			"--gres=gpu:1", "--output=/dev/null", tag}, bob...)...)
+	}
+	setCap := func(gpus int) {
+		t.Helper()
+		env.Run(t, env.SacctmgrPath, "-i", "modify", "qos", "gpu4", "set", fmt.Sprintf("MaxTRESPerUser=gres/gpu=%d", gpus))
+	}
+	t.Cleanup(func() { setCap(4) })
+
+	const round = 10 * time.Second
+	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: round,
+		DefaultGrace: time.Second, GraceSignal: "USR1"}
+	p := newInProcess(t, restClient(t, env, env.URL, part), set)
+	runDaemon(t, p)
+	observer := restClient(t, env, env.URL, part)
+	runningOf := func(snap *bridge.Snapshot, user string) int {
+		n := 0
+		for _, j := range snap.Jobs {
+			if j.State == bridge.JobRunning && j.User == user {
+				n++
+			}
+		}
+		return n
+	}
+	if !watch(t, observer, 3*round, func(s *bridge.Snapshot) bool { return runningOf(s, "alice") == 4 && runningOf(s, "bob") == 2 }) {
+		t.Fatalf("alice and bob did not start 4 and 2 jobs: %s", statusReasons(p))
+	}
+	// A round or two more: alice stays at her cap.
+	time.Sleep(round + 2*time.Second)
+	snap, err := observer.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := runningOf(snap, "alice"); n != 4 {
+		t.Fatalf("alice runs %d jobs under a cap of 4 GPUs", n)
+	}
+	setCap(6)
+	changed := time.Now()
+	if !watch(t, observer, 2*round+5*time.Second, func(s *bridge.Snapshot) bool { return runningOf(s, "alice") == 6 }) {
+		t.Fatalf("the raised cap did not count within two rounds: %s", statusReasons(p))
+	}
+	t.Logf("alice ran 6 jobs %.1f s after the cap was raised (rounds of %s)", time.Since(changed).Seconds(), round)
+}
