@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ var ErrNoJob = errors.New("invalid job id specified")
 // ErrNotArray is the fake's answer to a job array's limit set on a job
 // that is not part of an array.
 var ErrNotArray = errors.New("job is not a job array")
+
+// ErrArrayLimit is the fake's answer to a start of an array task while
+// the array runs as many tasks as its limit (ArrayTaskThrottle) allows.
+var ErrArrayLimit = errors.New("job array is at its limit of tasks running at once")
 
 // ErrNotSingleGPU is the fake's answer to a share asked for a job of more
 // than one GPU: Slurm takes a job's shards on a node from one GPU.
@@ -136,6 +141,10 @@ func (s *Slurm) Submit(j bridge.Job) bridge.JobID {
 		s.nextID++
 	}
 	j = j.WithComment(j.Comment)
+	if j.ArrayTasks != "" && j.ArrayJobID == 0 {
+		// A job array: its own record carries the array's id.
+		j.ArrayJobID = j.ID
+	}
 	if j.State == "" {
 		j.State = bridge.JobPending
 	}
@@ -153,9 +162,9 @@ func (s *Slurm) Submit(j bridge.Job) bridge.JobID {
 }
 
 // Start makes a pending job run on the given nodes, as slurmctld would when
-// it schedules it: the nodes' GPUs are marked in use and the job takes the
-// type of its nodes (none when they differ, as the REST reader sees a job
-// on a mix of types).
+// it schedules it (see place). A task of a job array on a record of its
+// own starts only within the array's limit of tasks running at once; an
+// array's own record starts its tasks through StartArrayTask.
 func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -166,28 +175,136 @@ func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 	if j.State != bridge.JobPending || j.Held {
 		return fmt.Errorf("start job %d: %w", id, ErrNotPending)
 	}
+	if j.HoldsArrayTasks() {
+		return fmt.Errorf("start job %d: a job array's record starts its tasks one at a time (StartArrayTask)", id)
+	}
+	if j.IsArrayTask() && s.atArrayLimit(j.ArrayJobID, j.ArrayLimit) {
+		return fmt.Errorf("start job %d: %w", id, ErrArrayLimit)
+	}
+	if err := s.place(&j, nodes); err != nil {
+		return fmt.Errorf("start job %d: %w", id, err)
+	}
+	s.jobs[id] = j
+	return nil
+}
+
+// StartArrayTask starts the first waiting task of the job array whose
+// own record is id on nodes, as slurmctld does, and returns the job id
+// the task runs under. The array runs no more tasks at once than its
+// limit (ArrayLimit, 0: none). The task gets a record of its own, with
+// the array record's request, tag and priority, under a new job id;
+// the array's last waiting task takes over the array's record and id.
+func (s *Slurm) StartArrayTask(id bridge.JobID, nodes ...string) (bridge.JobID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.jobs[id]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("start a task of job %d: %w", id, ErrNoJob)
+	case !rec.HoldsArrayTasks():
+		return 0, fmt.Errorf("start a task of job %d: %w", id, ErrNotArray)
+	case rec.State != bridge.JobPending || rec.Held:
+		return 0, fmt.Errorf("start a task of job %d: %w", id, ErrNotPending)
+	case s.atArrayLimit(rec.ArrayJobID, rec.ArrayLimit):
+		return 0, fmt.Errorf("start a task of job %d: %w", id, ErrArrayLimit)
+	}
+	tasks, total, err := bridge.ArrayTaskIDs(rec.ArrayTasks, bridge.MaxArrayTask+1)
+	if err != nil {
+		return 0, fmt.Errorf("start a task of job %d: %w", id, err)
+	}
+	task := rec
+	task.ArrayTaskID, task.ArrayTasks = tasks[0], ""
+	if total > 1 {
+		task.ID = s.freeID()
+	}
+	if err := s.place(&task, nodes); err != nil {
+		return 0, fmt.Errorf("start task %d_%d: %w", rec.ArrayJobID, tasks[0], err)
+	}
+	if total > 1 {
+		rec.ArrayTasks = taskExpression(tasks[1:])
+		s.jobs[id] = rec
+		s.nextID = task.ID + 1
+	}
+	s.jobs[task.ID] = task
+	return task.ID, nil
+}
+
+// freeID is the next job id not in use.
+func (s *Slurm) freeID() bridge.JobID {
+	id := s.nextID
+	for s.jobs[id].ID != 0 {
+		id++
+	}
+	return id
+}
+
+// atArrayLimit reports whether array runs as many tasks as limit allows
+// (0: no limit).
+func (s *Slurm) atArrayLimit(array bridge.JobID, limit int) bool {
+	if limit <= 0 {
+		return false
+	}
+	running := 0
+	for _, j := range s.jobs {
+		if j.ArrayJobID == array && (j.State == bridge.JobRunning || j.State == bridge.JobSuspended) {
+			running++
+		}
+	}
+	return running >= limit
+}
+
+// taskExpression writes task ids, in increasing order, as Slurm shows
+// an array record's waiting tasks: "2-5,7".
+func taskExpression(tasks []uint32) string {
+	var b strings.Builder
+	for i := 0; i < len(tasks); {
+		k := i
+		for k+1 < len(tasks) && tasks[k+1] == tasks[k]+1 {
+			k++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if k == i {
+			fmt.Fprintf(&b, "%d", tasks[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", tasks[i], tasks[k])
+		}
+		i = k + 1
+	}
+	return b.String()
+}
+
+// place puts job j, pending, on nodes as slurmctld would start it there:
+// the nodes' GPUs (or one GPU's shards, for a shard request) are marked
+// in use and the job takes the type of its nodes (none when they
+// differ, as the REST reader sees a job on a mix of types). A job with a
+// --nodelist runs on that node.
+func (s *Slurm) place(j *bridge.Job, nodes []string) error {
 	if len(nodes) == 0 {
-		return fmt.Errorf("start job %d: no nodes", id)
+		return errors.New("no nodes")
 	}
 	if j.Shards > 0 {
-		if err := s.startShared(&j, nodes); err != nil {
-			return fmt.Errorf("start job %d: %w", id, err)
+		if err := s.startShared(j, nodes); err != nil {
+			return err
 		}
 		j.State, j.Reason = bridge.JobRunning, "None"
 		j.RunningNodes = []string{nodes[0]}
 		j.RunningGPUType = s.nodes[nodes[0]].GPUType
 		j.StartTime = s.now()
-		s.jobs[id] = j
 		return nil
+	}
+	if j.RequiredNodes != "" && !slices.Contains(nodes, j.RequiredNodes) {
+		return fmt.Errorf("nodes %v leave out the job's --nodelist %s", nodes, j.RequiredNodes)
 	}
 	perNode := j.GPUs / len(nodes)
 	for _, name := range nodes {
 		n, ok := s.nodes[name]
 		if !ok {
-			return fmt.Errorf("start job %d: unknown node %s", id, name)
+			return fmt.Errorf("unknown node %s", name)
 		}
 		if n.GPUs-n.GPUsUsed < perNode {
-			return fmt.Errorf("start job %d: node %s has %d free GPUs, job needs %d", id, name, n.GPUs-n.GPUsUsed, perNode)
+			return fmt.Errorf("node %s has %d free GPUs, job needs %d", name, n.GPUs-n.GPUsUsed, perNode)
 		}
 	}
 	for _, name := range nodes {
@@ -205,7 +322,6 @@ func (s *Slurm) Start(id bridge.JobID, nodes ...string) error {
 		}
 	}
 	j.StartTime = s.now()
-	s.jobs[id] = j
 	return nil
 }
 
@@ -260,6 +376,58 @@ func (s *Slurm) startShared(j *bridge.Job, nodes []string) error {
 	n.ShardUse[gpu].Used += want
 	s.nodes[n.Name] = n
 	j.SharedGPUs = []int{gpu}
+	return nil
+}
+
+// Job returns job id as the next snapshot shows it.
+func (s *Slurm) Job(id bridge.JobID) (bridge.Job, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return bridge.Job{}, false
+	}
+	j.RunningNodes = slices.Clone(j.RunningNodes)
+	j.SharedGPUs = slices.Clone(j.SharedGPUs)
+	j.StateFlags = slices.Clone(j.StateFlags)
+	return j, true
+}
+
+// Node returns node name as the next snapshot shows it.
+func (s *Slurm) Node(name string) (bridge.Node, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[name]
+	if !ok {
+		return bridge.Node{}, false
+	}
+	n.Partitions = slices.Clone(n.Partitions)
+	n.Features = slices.Clone(n.Features)
+	n.State = slices.Clone(n.State)
+	n.ShardUse = slices.Clone(n.ShardUse)
+	return n, true
+}
+
+// SetComment is the job's owner changing its comment (scontrol update
+// comment=...), the gavel: tag with it: removing the tag takes the job
+// out of the daemon's management. A job array's id names every record of
+// the array, as it does for scontrol.
+func (s *Slurm) SetComment(id bridge.JobID, comment string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return fmt.Errorf("set the comment of job %d: %w", id, ErrNoJob)
+	}
+	if j.ArrayJobID != id {
+		s.jobs[id] = j.WithComment(comment)
+		return nil
+	}
+	for other, o := range s.jobs {
+		if o.ArrayJobID == id {
+			s.jobs[other] = o.WithComment(comment)
+		}
+	}
 	return nil
 }
 

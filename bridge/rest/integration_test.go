@@ -359,7 +359,9 @@ func TestIntegrationNoRequeueIsRead(t *testing.T) {
 }
 
 // Jobs of another user than the bridge's: the requeue check needs one.
-const otherUID = "65534" // nobody
+// bob of the account tree (scripts/slurm/accounts.sh): Slurm 26.05 finds
+// no association for nobody (uid 65534).
+const otherUID = "5002"
 
 // slurmRoot is the tree the local Slurm's commands run in, read from the
 // wrapper scripts that slurm-up.sh writes.
@@ -394,7 +396,7 @@ func asUser(t *testing.T, command, user string) string {
 	return path
 }
 
-// heldJobOfAnotherUser submits a job owned by nobody, held by an
+// heldJobOfAnotherUser submits a job owned by bob, held by an
 // administrator (as the daemon holds jobs; the check asks only about
 // those), and returns the snapshot that shows it.
 func heldJobOfAnotherUser(t *testing.T, c *Client, args ...string) (bridge.JobID, *bridge.Snapshot) {

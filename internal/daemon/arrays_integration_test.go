@@ -15,8 +15,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
-// nobody is the second user of these tests: root may submit as any user.
-var nobody = []string{"--uid=65534", "--gid=65534"}
 
 // runDaemon runs p's loop until the test ends.
 func runDaemon(t *testing.T, p *inProcess) {
@@ -68,7 +66,7 @@ func TestJobArrayRunsOnlyItsShare(t *testing.T) {
 			"--output=/dev/null", tag))
 	}
 	array := submitHeld(t, env, "#!/bin/sh\nsleep 8\n", append([]string{"--partition=" + part, "--array=0-7",
-		"--gres=gpu:1", "--output=/dev/null", tag}, nobody...)...)
+		"--gres=gpu:1", "--output=/dev/null", tag}, bob...)...)
 
 	set := Settings{Policy: "max_min_fairness_water_filling_perf", AdoptAdminHolds: true, Partitions: []string{part}, Round: 20 * time.Second,
 		DefaultGrace: time.Second, GraceSignal: "USR1", RefillPoll: 2 * time.Second,
@@ -162,7 +160,7 @@ func TestHetJobIsLeftToSlurm(t *testing.T) {
 	// Two components of one GPU each, on two nodes: one node is full
 	// until the short job ends, so it waits.
 	het := env.Submit(t, "#!/bin/sh\nsleep 600\n", append(append([]string{"--partition=" + part, "--gres=gpu:1",
-		"--output=/dev/null", tag}, nobody...), ":", "--partition="+part, "--gres=gpu:1", tag)...)
+		"--output=/dev/null", tag}, bob...), ":", "--partition="+part, "--gres=gpu:1", tag)...)
 
 	set := Settings{Policy: "max_min_fairness_perf", Partitions: []string{part}, Round: 5 * time.Second,
 		DefaultPreempt: bridge.PreemptCheckpoint, DefaultGrace: time.Second, GraceSignal: "USR1", RefillPoll: 2 * time.Second}

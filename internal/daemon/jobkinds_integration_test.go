@@ -16,9 +16,9 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
-// nobody is the unprivileged user the tests submit as where a job's
-// owner acts on it.
-const nobodyUID = "65534"
+// ownerUID is the unprivileged user the tests submit as where a job's
+// owner acts on it: bob of the account tree (scripts/slurm/accounts.sh).
+const ownerUID = "5002"
 
 // slurmRoot is the local Slurm's root directory, as its command wrapper
 // names it (each release has its own).
@@ -35,11 +35,11 @@ func slurmRoot(t *testing.T, env *slurmtest.Env) string {
 	return string(m[1])
 }
 
-// asNobody runs a Slurm command as the unprivileged user, as a job's
+// asOwner runs a Slurm command as the unprivileged user, as a job's
 // owner would, and returns its output and error.
-func asNobody(t *testing.T, env *slurmtest.Env, args ...string) (string, error) {
+func asOwner(t *testing.T, env *slurmtest.Env, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("chroot", append([]string{"--userspec=nobody:nogroup", slurmRoot(t, env)}, args...)...)
+	cmd := exec.Command("chroot", append([]string{"--userspec=bob:bob", slurmRoot(t, env)}, args...)...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "SLURM_CONF=/etc/slurm/slurm.conf"}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -127,13 +127,13 @@ func TestOwnersChangesAfterSubmission(t *testing.T) {
 
 	t.Run("requeue=0 and the owner's release", func(t *testing.T) {
 		first := env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part, "--gres=gpu:4",
-			"--output=/dev/null", "--uid="+nobodyUID, "--gid="+nobodyUID, tag)
+			"--output=/dev/null", "--uid="+ownerUID, "--gid="+ownerUID, tag)
 		env.WaitState(t, first, "RUNNING", 30*time.Second)
 		env.Submit(t, kindScript(env, scriptKinds["trap-wait"]), "--partition="+part, "--gres=gpu:4",
-			"--output=/dev/null", "--uid="+nobodyUID, "--gid="+nobodyUID, tag)
+			"--output=/dev/null", "--uid="+ownerUID, "--gid="+ownerUID, tag)
 		p := newInProcess(t, restClient(t, env, env.URL, part), set)
 		// Its owner turns requeue off: never preempted while it stays off.
-		if out, err := asNobody(t, env, "scontrol", "update", "jobid="+itoa(first), "requeue=0"); err != nil {
+		if out, err := asOwner(t, env, "scontrol", "update", "jobid="+itoa(first), "requeue=0"); err != nil {
 			t.Fatalf("owner's requeue=0: %v: %s", err, out)
 		}
 		p.rounds(4, 4*time.Second)
@@ -162,7 +162,7 @@ func TestOwnersChangesAfterSubmission(t *testing.T) {
 		j := env.WaitFor(t, victim, "requeued and held", 30*time.Second, func(j slurmtest.Job) bool {
 			return j.RestartCount == 1 && j.HasState("PENDING") && j.Hold
 		})
-		out, err := asNobody(t, env, "scontrol", "release", itoa(victim))
+		out, err := asOwner(t, env, "scontrol", "release", itoa(victim))
 		if err == nil {
 			t.Errorf("the owner released the daemon's hold on job %d: %s", victim, out)
 		}

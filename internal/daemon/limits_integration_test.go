@@ -14,7 +14,8 @@ import (
 )
 
 // alice and bob are the account tree's two users (scripts/slurm/
-// accounts.sh): alice in physics, bob in biology.
+// accounts.sh): alice in physics, bob in biology. Root may submit as
+// either. (Not nobody: Slurm 26.05 finds no association for uid 65534.)
 var (
 	alice = []string{"--uid=5001", "--gid=5001"}
 	bob   = []string{"--uid=5002", "--gid=5002"}

@@ -32,11 +32,11 @@ func TestTwoUsersWithArraysDependenciesAndHetJobs(t *testing.T) {
 	for range 3 {
 		bos = append(bos, held(kindScript(env, scriptKinds["trap-wait"]), "--gres=gpu:1"))
 	}
-	array := held("#!/bin/sh\nsleep 10\n", append([]string{"--array=0-5", "--gres=gpu:1"}, nobody...)...)
-	first := held("#!/bin/sh\nsleep 60\n", append([]string{"--gres=gpu:1"}, nobody...)...)
-	dependent := held("#!/bin/sh\nsleep 5\n", append([]string{"--gres=gpu:1", "--dependency=afterok:" + itoa(first)}, nobody...)...)
+	array := held("#!/bin/sh\nsleep 10\n", append([]string{"--array=0-5", "--gres=gpu:1"}, bob...)...)
+	first := held("#!/bin/sh\nsleep 60\n", append([]string{"--gres=gpu:1"}, bob...)...)
+	dependent := held("#!/bin/sh\nsleep 5\n", append([]string{"--gres=gpu:1", "--dependency=afterok:" + itoa(first)}, bob...)...)
 	het := env.Submit(t, "#!/bin/sh\nsleep 5\n", append(append([]string{"--partition=" + part, "--gres=gpu:1",
-		"--output=/dev/null", tag}, nobody...), ":", "--partition="+part, "--gres=gpu:1", tag)...)
+		"--output=/dev/null", tag}, bob...), ":", "--partition="+part, "--gres=gpu:1", tag)...)
 
 	set := Settings{Policy: "max_min_fairness_perf", AdoptAdminHolds: true, Partitions: []string{part},
 		Round: 10 * time.Second, DefaultGrace: 2 * time.Second, GraceSignal: "USR1", RefillPoll: 2 * time.Second,

@@ -112,6 +112,34 @@ type Config struct {
 	// StateDir (a directory of its own), instead of in memory.
 	CrashRate float64
 	StateDir  string
+	// RefuseAction makes the simulated Slurm refuse the actions it
+	// returns true for, given the time since the run's start: refusals
+	// of chosen kinds for a chosen while, where RefuseRate draws them.
+	RefuseAction func(at time.Duration, a bridge.Action) bool
+	// CrashAfter stops the daemon right after an action it returns true
+	// for reached Slurm: the daemon journaled it and sent it, and saved
+	// nothing of the round yet. The run then starts a new daemon from the
+	// state store as the crash left it (StateDir is needed, as for
+	// CrashRate).
+	CrashAfter func(a bridge.Action) bool
+	// Shards gives every GPU of the nodes of a type this many shards
+	// (gres/shard with one_sharing, docs/space-sharing.md: every shard
+	// job of a node runs on one GPU), so that a packing policy's pairs
+	// share a GPU; a type not named offers none. A job sharing a GPU
+	// makes progress at the rate the table gives it beside its partner.
+	Shards map[string]int
+	// Arrays submits workload job i as a job array of Arrays[i].Tasks
+	// tasks, each of them the job.
+	Arrays map[int]Array
+	// TagKeys adds keys to workload job i's gavel: tag ("preempt=never").
+	TagKeys map[int]string
+}
+
+// Array describes a workload job submitted as a job array: Tasks tasks,
+// and its user's own limit on the tasks running at once ("--array=0-7%2";
+// 0: none).
+type Array struct {
+	Tasks, Limit int
 }
 
 // epoch is the virtual clock's zero.
@@ -149,6 +177,26 @@ type job struct {
 	requeuedAt    time.Time
 	start, finish time.Time
 	perType       map[string]float64
+	// gpuSecs is the GPU time it held on each type, half a GPU's while it
+	// shared one.
+	gpuSecs map[string]float64
+	// shared is the GPU whose shards it runs on while it makes progress
+	// there (nil otherwise); the jobs progressing on one GPU share it.
+	shared *gpuSlot
+}
+
+// gpuSlot is one GPU of a node.
+type gpuSlot struct {
+	node string
+	gpu  int
+}
+
+// arrayRun is a job array in the simulated Slurm: its user's own limit
+// on tasks running at once, and its tasks not started yet, in task
+// order, started as the array's record starts them.
+type arrayRun struct {
+	own     int
+	waiting []*job
 }
 
 type run struct {
@@ -192,6 +240,18 @@ type run struct {
 	// dirty is set when something changed that may let slurmctld start
 	// a job (an arrival, a completion, an action).
 	dirty bool
+	// arrays are the job arrays by their own record's id; sharing the
+	// jobs progressing on each GPU they share.
+	arrays  map[bridge.JobID]*arrayRun
+	sharing map[gpuSlot][]*job
+	// board is the daemon's status, as its API serves it.
+	board *api.Board
+	// afterApply is called after each action that took effect, afterRound
+	// after each round and afterLook after each look between rounds, once
+	// slurmctld started what it could: tests change the cluster and check
+	// it there.
+	afterApply            func(bridge.Action)
+	afterRound, afterLook func()
 }
 
 type forgetAt struct {
@@ -219,7 +279,8 @@ func newRun(cfg Config) (*run, error) {
 	if cfg.MaxTime <= 0 {
 		cfg.MaxTime = 10 * 365 * 24 * time.Hour
 	}
-	r := &run{cfg: cfg, now: epoch, jobs: map[bridge.JobID]*job{}, res: &sim.Result{Policy: cfg.Policy}}
+	r := &run{cfg: cfg, now: epoch, jobs: map[bridge.JobID]*job{}, res: &sim.Result{Policy: cfg.Policy},
+		arrays: map[bridge.JobID]*arrayRun{}, sharing: map[gpuSlot][]*job{}}
 	r.slurm = fake.New(func() time.Time { return r.now })
 	r.slurm.StopLogging()
 	for _, t := range slices.Sorted(maps.Keys(cfg.GPUs)) {
@@ -229,7 +290,7 @@ func newRun(cfg Config) (*run, error) {
 		}
 		for i, left := 0, cfg.GPUs[t]; left > 0; i++ {
 			g := min(per, left)
-			r.slurm.AddNode(bridge.Node{Name: fmt.Sprintf("%s-%03d", t, i), GPUType: t, GPUs: g,
+			r.slurm.AddNode(bridge.Node{Name: fmt.Sprintf("%s-%03d", t, i), GPUType: t, GPUs: g, Shards: g * cfg.Shards[t],
 				Partitions: []string{"gpu"}, Features: []string{t}})
 			left -= g
 		}
@@ -248,7 +309,7 @@ func newRun(cfg Config) (*run, error) {
 		est = progress{TableEstimator: sched.TableEstimator{Table: cfg.Table}, r: r}
 	}
 	r.set, r.est = set, est
-	if cfg.CrashRate > 0 {
+	if cfg.CrashRate > 0 || cfg.CrashAfter != nil {
 		if cfg.StateDir == "" {
 			return nil, errors.New("stepsim: simulated crashes need a state directory")
 		}
@@ -272,7 +333,8 @@ func (r *run) startDaemon() error {
 	if err != nil {
 		return err
 	}
-	deps := daemon.Deps{Core: core, Slurm: &simSlurm{r: r}, Board: &api.Board{}, Clock: simClock{r}, Log: zerolog.Nop()}
+	r.board = &api.Board{}
+	deps := daemon.Deps{Core: core, Slurm: &simSlurm{r: r}, Board: r.board, Clock: simClock{r}, Log: zerolog.Nop()}
 	if r.state != nil {
 		deps.Store = r.state
 	} else {
@@ -364,17 +426,19 @@ func (r *run) loop(src sim.Source) error {
 		if r.cfg.MaxActive > 0 && r.active > r.cfg.MaxActive {
 			return sim.ErrSaturated
 		}
+		rounded, looked := false, false
 		if !r.now.Before(nextRound) {
 			if err := r.round(); err != nil {
 				return err
 			}
 			nextRound = r.now.Add(r.cfg.Round)
 			r.lookedAt = time.Time{}
+			rounded = true
 		} else if due(r.nextLook(), r.now) || due(r.pollAt, r.now) || due(r.refillAt, r.now) {
 			if err := r.graces(); err != nil {
 				return err
 			}
-			r.lookedAt = r.now
+			r.lookedAt, looked = r.now, true
 		}
 		if !r.now.Before(r.pollAt) {
 			r.pollAt = time.Time{}
@@ -386,6 +450,12 @@ func (r *run) loop(src sim.Source) error {
 		if r.dirty {
 			r.slurmctld()
 			r.dirty = false
+		}
+		switch {
+		case rounded && r.afterRound != nil:
+			r.afterRound()
+		case looked && r.afterLook != nil:
+			r.afterLook()
 		}
 	}
 }
@@ -426,27 +496,71 @@ func earliest(a, b time.Time) time.Time {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// submit hands workload job i to Slurm with its tag.
+// submit hands workload job i to Slurm with its tag: one job, or a job
+// array of its tasks (Config.Arrays).
 func (r *run) submit(i int, w workload.Job) {
+	if a, ok := r.cfg.Arrays[i]; ok && a.Tasks > 0 {
+		r.submitArray(i, w, a)
+		return
+	}
+	r.submitJob(i, w, nil)
+}
+
+// submitJob hands workload job i to Slurm as one job, changed by edit
+// when given (a node list, say), and returns it.
+func (r *run) submitJob(i int, w workload.Job, edit func(*bridge.Job)) *job {
+	sj := bridge.Job{User: "sim", Partition: "gpu", GPUs: w.ScaleFactor, Comment: r.comment(i, w)}
+	if edit != nil {
+		edit(&sj)
+	}
+	id := r.slurm.Submit(sj)
+	r.slurm.OnSignal(id, r.cfg.Script)
+	j := r.newJob(i, w)
+	j.id = id
+	r.jobs[id] = j
+	return j
+}
+
+// submitArray hands workload job i to Slurm as a job array of a.Tasks
+// tasks. The tasks have no job id until the array's record starts them.
+func (r *run) submitArray(i int, w workload.Job, a Array) {
+	id := r.slurm.Submit(bridge.Job{User: "sim", Partition: "gpu", GPUs: w.ScaleFactor, Comment: r.comment(i, w),
+		ArrayTasks: fmt.Sprintf("0-%d", a.Tasks-1), ArrayLimit: a.Limit})
+	ar := &arrayRun{own: a.Limit}
+	for range a.Tasks {
+		ar.waiting = append(ar.waiting, r.newJob(i, w))
+	}
+	r.arrays[id] = ar
+}
+
+// comment is workload job i's comment: its gavel: tag.
+func (r *run) comment(i int, w workload.Job) string {
+	c := fmt.Sprintf("gavel: model=%q steps=%d weight=%g", w.Model, int64(math.Ceil(w.TotalSteps)), max(w.Priority, 1))
+	if keys := r.cfg.TagKeys[i]; keys != "" {
+		c += " " + keys
+	}
+	return c
+}
+
+// newJob is workload job i (or one task of it) arrived now, counted in
+// the run.
+func (r *run) newJob(i int, w workload.Job) *job {
 	rates := map[string]float64{}
 	if all, ok := r.cfg.Table.IsolatedRates(w.Model, w.ScaleFactor); ok {
 		for k, t := range r.cfg.Table.Types() {
 			rates[t] = all[k]
 		}
 	}
-	comment := fmt.Sprintf("gavel: model=%q steps=%d weight=%g", w.Model, int64(math.Ceil(w.TotalSteps)), max(w.Priority, 1))
-	id := r.slurm.Submit(bridge.Job{User: "sim", Partition: "gpu", GPUs: w.ScaleFactor, Comment: comment})
-	r.slurm.OnSignal(id, r.cfg.Script)
 	cost := r.cfg.RestartOverhead + seconds(r.cfg.RestartCosts.Draw(r.cfg.Seed, i, w.Model))
-	j := &job{index: i, spec: w, id: id, rates: rates, remaining: w.TotalSteps, saved: w.TotalSteps,
-		progressAt: r.now, perType: map[string]float64{}, restartCost: cost,
+	j := &job{index: i, spec: w, rates: rates, remaining: w.TotalSteps, saved: w.TotalSteps,
+		progressAt: r.now, perType: map[string]float64{}, gpuSecs: map[string]float64{}, restartCost: cost,
 		measured: r.cfg.EndMeasured <= 0 || (i >= r.cfg.FirstMeasured && i < r.cfg.EndMeasured)}
-	r.jobs[id] = j
 	r.order = append(r.order, j)
 	r.dirty = true
 	r.active++
 	r.res.JobsAdmitted++
 	r.res.PeakActive = max(r.res.PeakActive, r.active)
+	return j
 }
 
 // nextCompletion is when the first running job finishes its steps.
@@ -460,7 +574,7 @@ func (r *run) nextCompletion() time.Time {
 		if j.busyUntil.After(from) {
 			from = j.busyUntil
 		}
-		rate := j.rates[j.runType]
+		rate := r.rate(j)
 		if rate <= 0 {
 			continue
 		}
@@ -470,8 +584,10 @@ func (r *run) nextCompletion() time.Time {
 }
 
 // advance moves the clock to t, crediting progress to running jobs and
-// finishing those whose steps are done.
+// finishing those whose steps are done. Rates hold between events, so
+// every job is credited at the rates before any of them finishes.
 func (r *run) advance(t time.Time) {
+	var done []*job
 	for _, j := range r.order {
 		if j.runType == "" || !j.finish.IsZero() {
 			continue
@@ -480,16 +596,75 @@ func (r *run) advance(t time.Time) {
 		if j.busyUntil.After(from) {
 			from = j.busyUntil
 		}
-		j.perType[j.runType] += t.Sub(j.progressAt).Seconds()
+		secs := t.Sub(j.progressAt).Seconds()
+		j.perType[j.runType] += secs
+		j.gpuSecs[j.runType] += secs * r.gpusHeld(j)
 		if t.After(from) {
-			j.remaining -= j.rates[j.runType] * t.Sub(from).Seconds()
+			j.remaining -= r.rate(j) * t.Sub(from).Seconds()
 		}
 		j.progressAt = t
 		if j.remaining <= 1e-9 {
-			r.complete(j, t)
+			done = append(done, j)
 		}
 	}
+	for _, j := range done {
+		r.complete(j, t)
+	}
 	r.now = t
+}
+
+// rate is running job j's step rate now: the table's rate for it beside
+// its partner while it shares a GPU with one that progresses too, else
+// its rate alone.
+func (r *run) rate(j *job) float64 {
+	if p := r.partner(j); p != nil {
+		if a, _, ok := r.cfg.Table.Pair(j.spec.Model, p.spec.Model, 1, j.runType); ok {
+			return a
+		}
+		if _, b, ok := r.cfg.Table.Pair(p.spec.Model, j.spec.Model, 1, j.runType); ok {
+			return b
+		}
+		// The table does not know them together: taking turns.
+		return j.rates[j.runType] / 2
+	}
+	return j.rates[j.runType]
+}
+
+// partner is the other job progressing on the GPU j shares (nil when
+// none).
+func (r *run) partner(j *job) *job {
+	if j.shared == nil {
+		return nil
+	}
+	for _, o := range r.sharing[*j.shared] {
+		if o != j {
+			return o
+		}
+	}
+	return nil
+}
+
+// gpusHeld is the GPUs job j counts as holding: half of one while it
+// shares it.
+func (r *run) gpusHeld(j *job) float64 {
+	if r.partner(j) != nil {
+		return 0.5
+	}
+	return float64(j.spec.ScaleFactor)
+}
+
+// stopsProgress takes job j off the GPU it shares, if any: its partner
+// runs at its rate alone from now on.
+func (r *run) stopsProgress(j *job) {
+	if j.shared == nil {
+		return
+	}
+	slot := *j.shared
+	r.sharing[slot] = slices.DeleteFunc(r.sharing[slot], func(o *job) bool { return o == j })
+	if len(r.sharing[slot]) == 0 {
+		delete(r.sharing, slot)
+	}
+	j.shared = nil
 }
 
 func (r *run) complete(j *job, t time.Time) {
@@ -498,6 +673,7 @@ func (r *run) complete(j *job, t time.Time) {
 		looks := math.Ceil(float64(t.Sub(r.lastRound)) / float64(p))
 		r.refillAt = earliest(r.refillAt, r.lastRound.Add(time.Duration(looks)*p))
 	}
+	r.stopsProgress(j)
 	j.remaining, j.finish, j.runType = 0, t, ""
 	_ = r.slurm.Finish(j.id, bridge.JobCompleted)
 	r.forget = append(r.forget, forgetAt{j.id, t.Add(minJobAge)})
@@ -585,8 +761,45 @@ func (s *simSlurm) Apply(_ context.Context, a bridge.Action) error {
 		}
 		return bridge.NoReply(fmt.Errorf("%s: answer lost (simulated)", a))
 	}
-	return r.apply(a)
+	if err := r.apply(a); err != nil {
+		return err
+	}
+	if r.afterApply != nil {
+		r.afterApply(a)
+	}
+	if r.cfg.CrashAfter != nil && r.cfg.CrashAfter(a) {
+		// The action went out; the daemon stops before it hears back,
+		// so the round is never saved.
+		r.crashed = true
+		r.crashErr = r.state.Backup(r.crashCopy)
+		return fmt.Errorf("%s: no answer: the daemon stopped (simulated crash)", a)
+	}
+	return nil
 }
+
+// ApplyBatch implements bridge.BatchActuator, as the REST bridge does, so
+// that the daemon sends its actions as it does on a cluster: holds
+// first, then each job's requests a step at a time. They are carried
+// out one after the other, in the daemon's order, so that a run is
+// repeatable; within a request of several updates (bridge.Requests) an
+// action after a failed one is not carried out.
+func (s *simSlurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
+	errs := make([]error, len(actions))
+	for _, req := range bridge.Requests(actions) {
+		var failed error
+		for _, i := range req {
+			if failed != nil {
+				errs[i] = fmt.Errorf("%s: not carried out, its request failed: %w", actions[i], failed)
+				continue
+			}
+			errs[i] = s.Apply(ctx, actions[i])
+			failed = errs[i]
+		}
+	}
+	return errs
+}
+
+var _ bridge.BatchActuator = (*simSlurm)(nil)
 
 // simClock is the run's virtual clock.
 type simClock struct{ r *run }
@@ -601,6 +814,9 @@ func (simClock) After(time.Duration) <-chan time.Time { return nil }
 // (Config.RefuseRate): a draw that depends only on the seed, the time and
 // the action, so that a run is repeatable.
 func (r *run) refuses(a bridge.Action) bool {
+	if r.cfg.RefuseAction != nil && r.cfg.RefuseAction(r.now.Sub(epoch), a) {
+		return true
+	}
 	if r.cfg.RefuseRate <= 0 {
 		return false
 	}
@@ -622,7 +838,8 @@ func (r *run) draw(what, of string) float64 {
 func (r *run) apply(a bridge.Action) error {
 	j := r.jobs[a.Job]
 	if j == nil {
-		return nil
+		// A job array's record, no task of which runs under its id.
+		return r.slurm.Apply(context.Background(), a)
 	}
 	switch a.Kind {
 	case bridge.ActSignal:
@@ -631,12 +848,14 @@ func (r *run) apply(a bridge.Action) error {
 		// The script saves a checkpoint now; whatever it does after
 		// (waiting for the requeue, exiting) adds no progress.
 		j.saved = j.remaining
+		r.stopsProgress(j)
 		j.runType = ""
 	case bridge.ActRequeue, bridge.ActRequeueHold:
 		r.requeues++
 		if j.runType != "" && r.cfg.Preempt != bridge.PreemptCheckpoint {
 			j.saved = j.spec.TotalSteps // restarts from scratch
 		}
+		r.stopsProgress(j)
 		j.runType = ""
 		j.requeuedAt = r.now
 	}
@@ -649,7 +868,9 @@ func (r *run) apply(a bridge.Action) error {
 
 // slurmctld starts the eligible pending jobs, highest priority first, on
 // the nodes of the type their constraint names (any type when it names
-// none), filling the fullest node that fits first.
+// none), filling the fullest node that fits first: a shard request on its
+// --nodelist node, as Slurm places it there (bridge/fake), a job array's
+// record its waiting tasks one at a time within the array's limit.
 func (r *run) slurmctld() {
 	snap, err := r.slurm.Snapshot(context.Background())
 	if err != nil {
@@ -662,8 +883,17 @@ func (r *run) slurmctld() {
 	}
 	var queue []bridge.Job
 	for _, sj := range snap.Jobs {
+		if sj.State != bridge.JobPending || sj.Held {
+			continue
+		}
+		if sj.HoldsArrayTasks() {
+			if r.arrays[sj.ID] != nil {
+				queue = append(queue, sj)
+			}
+			continue
+		}
 		j := r.jobs[sj.ID]
-		if sj.State != bridge.JobPending || sj.Held || j == nil || !j.finish.IsZero() {
+		if j == nil || !j.finish.IsZero() {
 			continue
 		}
 		if sj.Reason == "BeginTime" && r.now.Sub(j.requeuedAt) < requeueDelay {
@@ -674,11 +904,82 @@ func (r *run) slurmctld() {
 	sort.SliceStable(queue, func(a, b int) bool { return queue[a].Priority > queue[b].Priority })
 	for _, sj := range queue {
 		want := sched.ConstraintType(sj.Constraints, isType)
-		nodes := place(snap.Nodes, free, want, sj.GPUs)
-		if nodes == nil || r.slurm.Start(sj.ID, nodes...) != nil {
+		switch {
+		case sj.HoldsArrayTasks():
+			r.startTasks(sj, snap.Nodes, free, want)
+		case sj.Shards > 0:
+			r.startShared(sj, snap.Nodes, free, want)
+		default:
+			nodes := place(snap.Nodes, free, want, sj.RequiredNodes, sj.GPUs)
+			if nodes == nil {
+				continue
+			}
+			if r.slurm.Start(sj.ID, nodes...) != nil {
+				r.freeAgain(free, nodes)
+				continue
+			}
+			r.started(r.jobs[sj.ID], snap.Nodes, nodes[0])
+		}
+	}
+}
+
+// startTasks starts the waiting tasks of array record rec that fit, in
+// task order, until the array reaches its limit.
+func (r *run) startTasks(rec bridge.Job, nodes []bridge.Node, free map[string]int, want string) {
+	ar := r.arrays[rec.ID]
+	for len(ar.waiting) > 0 {
+		picked := place(nodes, free, want, rec.RequiredNodes, rec.GPUs)
+		if picked == nil {
+			return
+		}
+		id, err := r.slurm.StartArrayTask(rec.ID, picked...)
+		if err != nil {
+			r.freeAgain(free, picked) // at its limit
+			return
+		}
+		j := ar.waiting[0]
+		ar.waiting = ar.waiting[1:]
+		j.id = id
+		r.jobs[id] = j
+		r.slurm.OnSignal(id, r.cfg.Script)
+		r.started(j, nodes, picked[0])
+		if id == rec.ID {
+			return // the last task took over the record
+		}
+	}
+}
+
+// startShared starts shard request sj on its --nodelist node (or any
+// node of its type offering shards), where Slurm finds room for it: the
+// node's shared GPU, or a free one. A node of another type than its
+// constraint names never runs it.
+func (r *run) startShared(sj bridge.Job, nodes []bridge.Node, free map[string]int, want string) {
+	for _, n := range nodes {
+		if n.Shards == 0 || (want != "" && n.GPUType != want) || (sj.RequiredNodes != "" && n.Name != sj.RequiredNodes) {
 			continue
 		}
-		r.started(r.jobs[sj.ID], snap.Nodes, nodes[0])
+		if r.slurm.Start(sj.ID, n.Name) != nil {
+			continue
+		}
+		r.freeAgain(free, []string{n.Name})
+		j := r.jobs[sj.ID]
+		r.started(j, nodes, n.Name)
+		if on, ok := r.slurm.Job(sj.ID); ok && len(on.SharedGPUs) == 1 {
+			slot := gpuSlot{n.Name, on.SharedGPUs[0]}
+			j.shared = &slot
+			r.sharing[slot] = append(r.sharing[slot], j)
+		}
+		return
+	}
+}
+
+// freeAgain reads the free GPUs of nodes from the simulated Slurm again,
+// after a start that failed or that took what Slurm chose.
+func (r *run) freeAgain(free map[string]int, nodes []string) {
+	for _, name := range nodes {
+		if n, ok := r.slurm.Node(name); ok {
+			free[name] = n.GPUs - n.GPUsUsed
+		}
 	}
 }
 
@@ -735,10 +1036,11 @@ func (p progress) FirstProgress(id bridge.JobID, start time.Time) (time.Time, bo
 
 // place picks nodes of type want ("" any) for a job of gpus GPUs: one node
 // with room, the fullest first; else several, each giving the same share.
-func place(nodes []bridge.Node, free map[string]int, want string, gpus int) []string {
+// A job with a --nodelist (only) runs on that node.
+func place(nodes []bridge.Node, free map[string]int, want, only string, gpus int) []string {
 	var fits []bridge.Node
 	for _, n := range nodes {
-		if (want == "" || n.GPUType == want) && free[n.Name] > 0 {
+		if (want == "" || n.GPUType == want) && (only == "" || n.Name == only) && free[n.Name] > 0 {
 			fits = append(fits, n)
 		}
 	}
@@ -784,8 +1086,8 @@ func (r *run) result() *sim.Result {
 	var jcts []float64
 	busy := map[string]float64{}
 	for _, j := range r.order {
-		for t, secs := range j.perType {
-			busy[t] += secs * float64(j.spec.ScaleFactor)
+		for t, secs := range j.gpuSecs {
+			busy[t] += secs
 		}
 		rec := sim.JobRecord{ID: j.index, Model: j.spec.Model, ScaleFactor: j.spec.ScaleFactor, Priority: j.spec.Priority,
 			Arrival: j.spec.Arrival, Start: -1, Finish: -1, Measured: j.measured}
