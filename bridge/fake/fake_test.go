@@ -284,3 +284,144 @@ func TestSharedJobsLandOnOneGPU(t *testing.T) {
 		t.Fatalf("share of a 2-GPU job: %v", err)
 	}
 }
+
+// A job array's record starts its tasks one at a time, each under a job
+// id of its own, within the array's limit; the last waiting task takes
+// over the record and its id, and a task requeued on a record of its own
+// waits for the limit too.
+func TestArrayTasksStartWithinTheLimit(t *testing.T) {
+	ctx := context.Background()
+	s := New(func() time.Time { return t0 })
+	s.AddNode(bridge.Node{Name: "n1", GPUType: "v100", GPUs: 4, Partitions: []string{"gpu"}})
+	array := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c", ArrayTasks: "0-2", ArrayLimit: 2})
+	other := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c"})
+	if err := s.Start(array, "n1"); err == nil {
+		t.Fatal("the array's record started as one job")
+	}
+	first, err := s.StartArrayTask(array, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.StartArrayTask(array, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first == array || second == array || first == other || second == other || first == second {
+		t.Fatalf("tasks run as %d and %d beside the array %d and job %d: want ids of their own", first, second, array, other)
+	}
+	if _, err := s.StartArrayTask(array, "n1"); !errors.Is(err, ErrArrayLimit) {
+		t.Fatalf("third task at the limit of 2: %v", err)
+	}
+	rec, _ := s.Job(array)
+	if rec.ArrayTasks != "2" || rec.ArrayJobID != array || !rec.HoldsArrayTasks() {
+		t.Fatalf("record after two starts = %+v", rec)
+	}
+	task, _ := s.Job(second)
+	if task.ArrayJobID != array || task.ArrayTaskID != 1 || !task.IsArrayTask() || task.State != bridge.JobRunning {
+		t.Fatalf("second task = %+v", task)
+	}
+	// The limit, raised on the array's id, shows on every record.
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetArrayLimit, Job: array, Tasks: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if task, _ := s.Job(first); task.ArrayLimit != 3 {
+		t.Fatalf("first task's limit = %d, want the array's 3", task.ArrayLimit)
+	}
+	last, err := s.StartArrayTask(array, "n1")
+	if err != nil || last != array {
+		t.Fatalf("last task runs as %d (%v), want the array's own id %d", last, err, array)
+	}
+	if rec, _ := s.Job(array); rec.ArrayTaskID != 2 || !rec.IsArrayTask() {
+		t.Fatalf("record after the last start = %+v", rec)
+	}
+	// A task requeued on its own record waits while the array is at its
+	// limit again.
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActRequeue, Job: first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, bridge.Action{Kind: bridge.ActSetArrayLimit, Job: array, Tasks: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(first, "n1"); !errors.Is(err, ErrArrayLimit) {
+		t.Fatalf("requeued task beyond the limit: %v", err)
+	}
+	if err := s.Finish(second, bridge.JobCompleted); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(first, "n1"); err != nil {
+		t.Fatalf("requeued task within the limit: %v", err)
+	}
+}
+
+func TestTaskExpression(t *testing.T) {
+	tests := map[string][]uint32{"4": {4}, "2-5": {2, 3, 4, 5}, "0,2-4,7": {0, 2, 3, 4, 7}, "1,3": {1, 3}}
+	for want, tasks := range tests {
+		if got := taskExpression(tasks); got != want {
+			t.Errorf("taskExpression(%v) = %q, want %q", tasks, got, want)
+		}
+		if ids, _, err := bridge.ArrayTaskIDs(want, len(tasks)); err != nil || !reflect.DeepEqual(ids, tasks) {
+			t.Errorf("%q reads back as %v (%v)", want, ids, err)
+		}
+	}
+}
+
+// A comment set on a job array's id reaches every record of the array;
+// one set on a task's own id reaches that task alone.
+func TestSetCommentOnAnArray(t *testing.T) {
+	s := New(func() time.Time { return t0 })
+	s.AddNode(bridge.Node{Name: "n1", GPUType: "v100", GPUs: 4, Partitions: []string{"gpu"}})
+	array := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c", ArrayTasks: "0-2"})
+	first, err := s.StartArrayTask(array, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.StartArrayTask(array, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetComment(second, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := s.Job(second); j.Managed() {
+		t.Fatal("the task keeps its tag")
+	}
+	if j, _ := s.Job(first); !j.Managed() {
+		t.Fatal("a comment set on one task reached another")
+	}
+	if err := s.SetComment(array, "no tag"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []bridge.JobID{array, first} {
+		if j, _ := s.Job(id); j.Managed() || j.Comment != "no tag" {
+			t.Fatalf("job %d after the array's comment changed: %+v", id, j)
+		}
+	}
+	if err := s.SetComment(99, "x"); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("comment of an unknown job: %v", err)
+	}
+}
+
+// A whole-GPU job with a node list runs on that node only.
+func TestNodeListPinsAWholeGPUJob(t *testing.T) {
+	s := New(func() time.Time { return t0 })
+	s.AddNode(bridge.Node{Name: "n1", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	s.AddNode(bridge.Node{Name: "n2", GPUType: "v100", GPUs: 1, Partitions: []string{"gpu"}})
+	id := s.Submit(bridge.Job{GPUs: 1, Comment: "gavel: model=a3c", RequiredNodes: "n2"})
+	if err := s.Start(id, "n1"); err == nil {
+		t.Fatal("started off its node list")
+	}
+	if n, _ := s.Node("n1"); n.GPUsUsed != 0 {
+		t.Fatalf("a refused start left %d GPUs in use", n.GPUsUsed)
+	}
+	if err := s.Start(id, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := s.Node("n2")
+	if !ok || n.GPUsUsed != 1 {
+		t.Fatalf("n2 = %+v", n)
+	}
+	n.State[0] = "DOWN" // a copy: the cluster is unchanged
+	if again, _ := s.Node("n2"); again.State[0] != "IDLE" {
+		t.Fatal("Node aliases the fake's state")
+	}
+}

@@ -13,7 +13,11 @@
 // by driving sched.Core exactly as the daemon does (a round every Round,
 // the checks between rounds when a grace period ends) against
 // bridge/fake's Slurm, with a small slurmctld that starts eligible jobs in
-// priority order on nodes of the type their constraint names.
+// priority order on nodes of the type their constraint names: a shard
+// request on its node's shared GPU (gres/shard with one_sharing), where
+// the two jobs of a pair progress at their rates beside each other, and
+// a job array's tasks one at a time within the array's limit. Crashes of
+// the daemon and refusals by Slurm can be injected at chosen actions.
 package stepsim
 
 import (
@@ -27,6 +31,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,7 +136,8 @@ type Config struct {
 	// Arrays submits workload job i as a job array of Arrays[i].Tasks
 	// tasks, each of them the job.
 	Arrays map[int]Array
-	// TagKeys adds keys to workload job i's gavel: tag ("preempt=never").
+	// TagKeys adds keys to workload job i's gavel: tag ("preempt=never",
+	// "share=no"); a weight given there replaces the workload's.
 	TagKeys map[int]string
 }
 
@@ -533,10 +539,15 @@ func (r *run) submitArray(i int, w workload.Job, a Array) {
 	r.arrays[id] = ar
 }
 
-// comment is workload job i's comment: its gavel: tag.
+// comment is workload job i's comment: its gavel: tag, with the keys
+// Config.TagKeys adds (a weight there replaces the workload's).
 func (r *run) comment(i int, w workload.Job) string {
-	c := fmt.Sprintf("gavel: model=%q steps=%d weight=%g", w.Model, int64(math.Ceil(w.TotalSteps)), max(w.Priority, 1))
-	if keys := r.cfg.TagKeys[i]; keys != "" {
+	keys := r.cfg.TagKeys[i]
+	c := fmt.Sprintf("gavel: model=%q steps=%d", w.Model, int64(math.Ceil(w.TotalSteps)))
+	if !strings.Contains(" "+keys, " weight=") {
+		c += fmt.Sprintf(" weight=%g", max(w.Priority, 1))
+	}
+	if keys != "" {
 		c += " " + keys
 	}
 	return c
@@ -962,13 +973,7 @@ func (r *run) startShared(sj bridge.Job, nodes []bridge.Node, free map[string]in
 			continue
 		}
 		r.freeAgain(free, []string{n.Name})
-		j := r.jobs[sj.ID]
-		r.started(j, nodes, n.Name)
-		if on, ok := r.slurm.Job(sj.ID); ok && len(on.SharedGPUs) == 1 {
-			slot := gpuSlot{n.Name, on.SharedGPUs[0]}
-			j.shared = &slot
-			r.sharing[slot] = append(r.sharing[slot], j)
-		}
+		r.started(r.jobs[sj.ID], nodes, n.Name)
 		return
 	}
 }
@@ -983,11 +988,18 @@ func (r *run) freeAgain(free map[string]int, nodes []string) {
 	}
 }
 
+// started follows job j, just started on nodes (first among them), in
+// the run: its progress from now, and the GPU it shares, if any.
 func (r *run) started(j *job, nodes []bridge.Node, first string) {
 	for _, n := range nodes {
 		if n.Name == first {
 			j.runType = n.GPUType
 		}
+	}
+	if on, ok := r.slurm.Job(j.id); ok && on.Shards > 0 && len(on.SharedGPUs) == 1 {
+		slot := gpuSlot{first, on.SharedGPUs[0]}
+		j.shared = &slot
+		r.sharing[slot] = append(r.sharing[slot], j)
 	}
 	j.progressAt = r.now
 	j.busyUntil = r.now
