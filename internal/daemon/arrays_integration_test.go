@@ -15,7 +15,6 @@ import (
 	"github.com/gavel-slurm/gavel-slurm/internal/slurmtest"
 )
 
-
 // runDaemon runs p's loop until the test ends.
 func runDaemon(t *testing.T, p *inProcess) {
 	t.Helper()

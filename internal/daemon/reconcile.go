@@ -127,6 +127,16 @@ func effectVisible(a Action, snap *bridge.Snapshot) (bool, string) {
 		// Slurm shows the array's limit on every record of the array, the
 		// array's own (where it is set) included, running or not.
 		return j.ArrayLimit == a.Tasks, fmt.Sprintf("array limit %d", j.ArrayLimit)
+	case bridge.ActSetShare:
+		// A share asks for shards pinned to one node, an unshare for the
+		// whole GPU on any node; either way under the action's
+		// constraint. A job that started since is past both: a resend
+		// would be refused and read as its owner's own request.
+		same := j.Shards == a.Shards && j.RequiredNodes == a.Node && j.Constraints == a.Constraints
+		if a.Shards == 0 {
+			same = j.Shards == 0 && j.RequiredNodes == "" && j.Constraints == a.Constraints
+		}
+		return same || running, fmt.Sprintf("%d shards on %q, constraints %q", j.Shards, j.RequiredNodes, j.Constraints)
 	case bridge.ActSignal:
 		// A delivered signal leaves no trace in Slurm's job record, so a
 		// crash right after sending one cannot tell whether it went out.

@@ -662,6 +662,13 @@ func (r queuedRelease) due(snap *bridge.Snapshot, c *Core) bool {
 	if !ok {
 		j, ok = snap.ElsewhereJob(r.Job)
 	}
+	if ok && r.Kind == bridge.ActSetArrayLimit {
+		// An array's own limit put back: due while the array's record
+		// still shows another and the daemon has not taken the array on
+		// again (its tasks may still run and be tracked).
+		_, managed := c.arrayLimits[r.Job]
+		return j.Active() && j.ArrayJobID == r.Job && j.ArrayLimit != r.Tasks && !managed
+	}
 	if !ok || j.State != bridge.JobPending || c.jobs[keyOf(r.Job)] != nil {
 		return false
 	}

@@ -242,6 +242,19 @@ func (c *Core) settleMissed(next *Core, p *Proposal, missed []Action) {
 				js.shareSet = false
 			}
 		}
+		if a.Kind == bridge.ActSetArrayLimit && js == nil {
+			// The put-back of the own limit of an array that left
+			// management: queued again, now checked against what Slurm
+			// shows, so that one refusal does not leave the array under
+			// the daemon's limit for the rest of its life.
+			for _, r := range p.releases {
+				if r.Job == a.Job && r.Kind == bridge.ActSetArrayLimit {
+					r.blind = false
+					next.released = append(next.released, r)
+				}
+			}
+			continue
+		}
 		held, changes := holdOwnership(a.Kind)
 		if !changes || settled[a.Job] {
 			continue

@@ -300,9 +300,6 @@ func putBackRefused(n int) func(time.Duration, bridge.Action, int) bool {
 // user's own limit back even when Slurm refuses the first attempt: the
 // put-back is sent again, as every refused action is.
 func TestArrayLeavingGetsItsLimitBackAfterARefusal(t *testing.T) {
-	t.Skip("internal/sched defect: forgetArrays queues the put-back of an array's own limit as a blind release " +
-		"and forgets the limit at once; settleMissed does not queue a refused blind release again, so one refusal " +
-		"leaves the array at the daemon's limit (2 here, its user's is 4) for the rest of its life")
 	cfg := arrayConfig(t)
 	refuse := putBackRefused(1)
 	cfg.RefuseAction = func(at time.Duration, a bridge.Action) bool {

@@ -433,8 +433,6 @@ func TestPairMemberLeavingGetsItsWholeGPUBack(t *testing.T) {
 // moved to the k80 it is left pinned to its v100 node under a k80
 // constraint, which no node satisfies, until a round chooses v100 again.
 func TestSetShareOfAJobThatStartedBeforeTheRestart(t *testing.T) {
-	t.Skip("internal/daemon defect: reconcile's effectVisible has no case for set-share, so a landed set-share " +
-		"is resent and, the job running by then, refused; the core then takes the daemon's shard request for the user's")
 	cfg := pairConfig(t)
 	cfg.StateDir, cfg.CrashAfter = t.TempDir(), firstOf(bridge.ActSetShare)
 	runPairs(t, cfg, pairTrace(6, 0), nil)
