@@ -52,7 +52,7 @@ func TestQOSCapIsAConstraintOfTheRound(t *testing.T) {
 	var idle idleWatch
 	var started time.Time
 	mostAlice, sawLimitReason := 0, false
-	watch(t, observer, 45*time.Second, func(snap *bridge.Snapshot) bool {
+	watch(t, observer, 32*time.Second, func(snap *bridge.Snapshot) bool {
 		running := map[string]int{}
 		bobWaits := false
 		for _, j := range snap.Jobs {
@@ -131,7 +131,7 @@ func TestFairShareAccountsAreTheEntities(t *testing.T) {
 		Round: 10 * time.Second, DefaultPreempt: bridge.PreemptCheckpoint, DefaultGrace: time.Second, GraceSignal: "USR1",
 		Rules: siterules.Rules{EntitiesFrom: siterules.EntitiesFromFairShare}}
 	p := newInProcess(t, restClient(t, env, env.URL, part), set)
-	p.run(t, 100*time.Second)
+	p.run(t, 90*time.Second)
 
 	st := p.board.Status()
 	alloc := p.board.Allocation().Rows

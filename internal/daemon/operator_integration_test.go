@@ -59,7 +59,7 @@ func TestDaemonRunsAsAnOperator(t *testing.T) {
 		DefaultPreempt: bridge.PreemptCheckpoint, DefaultGrace: time.Second, GraceSignal: "USR1"}
 
 	p := newInProcess(t, asSlurmUser(t, env, "gavel-op", part), set)
-	p.run(t, 40*time.Second)
+	p.run(t, 30*time.Second)
 	st := p.board.Status()
 	t.Logf("as gavel-op: preemption %+v; round %d", st.Preemption, st.Round.Number)
 	if !st.Preemption.Enabled {
@@ -71,7 +71,7 @@ func TestDaemonRunsAsAnOperator(t *testing.T) {
 		requeued += j.RestartCount
 	}
 	if requeued == 0 {
-		t.Errorf("no job was requeued in 40 s of 8 s rounds with two 4-GPU jobs on 4 GPUs")
+		t.Errorf("no job was requeued in 30 s of 8 s rounds with two 4-GPU jobs on 4 GPUs")
 	}
 	// slurmdbd's records say the same: the requeues went through Slurm.
 	accounted := 0
@@ -84,7 +84,7 @@ func TestDaemonRunsAsAnOperator(t *testing.T) {
 	}
 
 	q := newInProcess(t, asSlurmUser(t, env, "bob", part), set)
-	q.run(t, 20*time.Second)
+	q.run(t, 15*time.Second)
 	st = q.board.Status()
 	t.Logf("as bob: preemption %+v", st.Preemption)
 	if st.Preemption.Enabled || st.Preemption.Reason == "" {
