@@ -151,6 +151,12 @@ func (t *Table) add(names []string, name string, gpus, jobs int) []string {
 	return append(names, name)
 }
 
+// Pool returns the registered pool of that name.
+func (t *Table) Pool(name string) (Pool, bool) {
+	p, ok := t.pools[name]
+	return p, ok
+}
+
 // Pools returns every pool registered so far, sorted by name.
 func (t *Table) Pools() []Pool {
 	out := make([]Pool, 0, len(t.pools))

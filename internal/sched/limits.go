@@ -117,3 +117,67 @@ func (c *Core) entityWeight(name string) float64 {
 	}
 	return 1
 }
+
+// capRoom is what each accounting cap has left between rounds, for the
+// refill: it starts jobs without the mechanism's walk, and must keep the
+// same caps (a job it released past one would sit in Slurm's limit with
+// the GPU claimed for it idle until the next round).
+type capRoom struct {
+	tab  *limits.Table
+	used map[string]limits.Used
+}
+
+// capRoomOf counts what holds the caps now: every running GPU job of the
+// snapshot (managed or not) and of the other partitions, and the pending
+// jobs a round or refill released that Slurm has not started yet. nil
+// when the snapshot carries no accounting: no caps to keep.
+func capRoomOf(snap *bridge.Snapshot) *capRoom {
+	if snap.Accounting == nil {
+		return nil
+	}
+	tab := limits.New(snap.Accounting)
+	var holding []limits.Member
+	for _, j := range snap.Jobs {
+		released := j.State == bridge.JobPending && !j.Held && j.Priority >= RunPriority
+		if j.GPUs > 0 && (j.State == bridge.JobRunning || released) {
+			holding = append(holding, memberOf(j))
+		}
+	}
+	for _, r := range snap.RunningOutside {
+		holding = append(holding, limits.Member{User: r.User, Account: r.Account, QOS: r.QOS, Partition: r.Partition, GPUs: r.GPUs})
+	}
+	return &capRoom{tab: tab, used: tab.Usage(holding)}
+}
+
+// fits reports whether m fits under every cap it counts against.
+func (r *capRoom) fits(m limits.Member) bool {
+	if r == nil {
+		return true
+	}
+	names, blocked := r.tab.Of(m)
+	if blocked != "" {
+		return false
+	}
+	for _, n := range names {
+		p, _ := r.tab.Pool(n)
+		u := r.used[n]
+		if (p.GPUs != limits.NoCap && u.GPUs+m.GPUs > p.GPUs) || (p.Jobs != limits.NoCap && u.Jobs+1 > p.Jobs) {
+			return false
+		}
+	}
+	return true
+}
+
+// take counts m against its caps.
+func (r *capRoom) take(m limits.Member) {
+	if r == nil {
+		return
+	}
+	names, _ := r.tab.Of(m)
+	for _, n := range names {
+		u := r.used[n]
+		u.GPUs += m.GPUs
+		u.Jobs++
+		r.used[n] = u
+	}
+}

@@ -183,3 +183,61 @@ func TestEntitiesWeighedByFairShare(t *testing.T) {
 		}
 	}
 }
+
+// The refill between rounds keeps the caps too: alice (4 GPUs in QOS
+// gpu4) runs 3 jobs and a fourth ends; of her waiting jobs only one may
+// start on the two GPUs free (her running 3 count), and bob's waiting job
+// takes the other.
+func TestRefillKeepsQOSCaps(t *testing.T) {
+	c := newCore(t, refillSettings())
+	nodes := []bridge.Node{node("a1", "v100", 4, 0), node("a2", "v100", 4, 0)}
+	var jobs []bridge.Job
+	for i := range 6 {
+		jobs = append(jobs, userJob(bridge.JobID(1+i), "alice", "physics", "gpu4"))
+	}
+	jobs = append(jobs, userJob(20, "bob", "biology", "normal"), userJob(21, "bob", "biology", "normal"),
+		userJob(22, "bob", "biology", "normal"), userJob(23, "bob", "biology", "normal"), userJob(24, "bob", "biology", "normal"))
+	snap := snapshot(t, epoch, nodes, jobs...)
+	snap.Accounting = accounting()
+	first := step(c, snap, epoch, c.Solve)
+	if first.Skipped != "" {
+		t.Fatal(first.Skipped)
+	}
+	// Slurm shows what the round asked for: the released jobs run, the
+	// others held; then one of alice's running jobs and one of bob's end.
+	var now []bridge.Job
+	ran := map[string]int{}
+	ended := map[string]bool{}
+	for _, j := range jobs {
+		if !strings.Contains(actionsOf(first.Actions, j.ID), "set-priority") {
+			now = append(now, held(j.ID, tag))
+			now[len(now)-1].User, now[len(now)-1].Account, now[len(now)-1].QOS = j.User, j.Account, j.QOS
+			continue
+		}
+		r := running(j.ID, tag, "a1", "v100", 0)
+		r.User, r.Account, r.QOS, r.StartTime = j.User, j.Account, j.QOS, epoch
+		if !ended[j.User] {
+			ended[j.User] = true
+			r = done(r)
+		} else {
+			ran[j.User]++
+		}
+		now = append(now, r)
+	}
+	if ran["alice"] != 3 {
+		t.Fatalf("after the round alice runs %d; the scene wants 3 (4 released, one ended)", ran["alice"])
+	}
+	at := epoch.Add(30 * time.Second)
+	between := snapshot(t, at, []bridge.Node{node("a1", "v100", 4, 4), node("a2", "v100", 4, 2)}, now...)
+	between.Accounting = accounting()
+	out := look(c, between, at)
+	started := map[string]int{}
+	for _, j := range now {
+		if strings.Contains(actionsOf(out, j.ID), "release") {
+			started[j.User]++
+		}
+	}
+	if started["alice"] != 1 || started["bob"] != 1 {
+		t.Errorf("refill started alice %d, bob %d; want 1 and 1 (alice at 3 of her 4 GPUs): %v", started["alice"], started["bob"], out)
+	}
+}

@@ -141,6 +141,7 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		return cmp.Compare(a.arrival, b.arrival)
 	})
 	started := map[jobKey]bool{}
+	caps := capRoomOf(snap)
 	arrays := map[bridge.JobID]*arrayStart{} // the arrays' waiting tasks started, by array record
 	var out []Action
 	for _, cand := range cands {
@@ -152,9 +153,15 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		if cand.js.arrayOf != 0 && a != nil && a.gpuType != t {
 			continue // an array's record takes one type at a time
 		}
+		m := memberOf(cand.job)
+		m.GPUs = cand.js.scale // a task of an array counts one task's GPUs
+		if !caps.fits(m) {
+			continue // an accounting cap would keep it: the GPU goes to the next
+		}
 		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
 		}
+		caps.take(m)
 		started[cand.js.key] = true
 		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
 			" (GPUs freed between rounds)"
