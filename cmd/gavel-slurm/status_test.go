@@ -320,3 +320,27 @@ func TestFormatAllocationShowsPairs(t *testing.T) {
 		}
 	}
 }
+
+// Status prints each entity's weight and share, allocated and received,
+// and what the round had of slurmdbd.
+func TestStatusShowsEntitiesAndAccounting(t *testing.T) {
+	st := statusFixture()
+	st.Accounting = "limits from slurmdbd: 2 QOS, 9 associations, 0 running GPU jobs elsewhere"
+	st.Entities = []api.EntityStatus{
+		{Name: "biology", Weight: 0.333, Jobs: 8, EffectiveGPUs: 2, EffectiveGPUSeconds: 100},
+		{Name: "physics", Weight: 1, Jobs: 8, EffectiveGPUs: 6, EffectiveGPUSeconds: 300},
+	}
+	var out, errOut bytes.Buffer
+	if rc := runStatus([]string{"--server", serveStatus(t, st, http.StatusOK).URL}, &out, &errOut); rc != 0 {
+		t.Fatalf("rc=%d stderr=%s", rc, errOut.String())
+	}
+	for _, want := range []string{
+		"accounting: limits from slurmdbd: 2 QOS",
+		"biology          weight 0.333, 8 jobs, 2.00 GPUs (25%), received 25%",
+		"physics          weight 1, 8 jobs, 6.00 GPUs (75%), received 75%",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
