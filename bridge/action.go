@@ -59,6 +59,27 @@ func SharesRequest(prev, next Action) bool {
 	return prev.Job == next.Job && prev.Kind != next.Kind && UpdateField(prev.Kind) && UpdateField(next.Kind)
 }
 
+// ApplyOneByOne carries out a batch with apply, one action after the
+// other in the batch's order, for actuators without a batch call of their
+// own: within a request of several updates (Requests), an action after a
+// failed one is not carried out, as Slurm would not apply the rest of a
+// refused update either. It returns one error per action.
+func ApplyOneByOne(ctx context.Context, actions []Action, apply func(context.Context, Action) error) []error {
+	errs := make([]error, len(actions))
+	for _, req := range Requests(actions) {
+		var failed error
+		for _, i := range req {
+			if failed != nil {
+				errs[i] = fmt.Errorf("%s: not carried out, its request failed: %w", actions[i], failed)
+				continue
+			}
+			errs[i] = apply(ctx, actions[i])
+			failed = errs[i]
+		}
+	}
+	return errs
+}
+
 // Requests splits actions into the requests that carry them, as index
 // lists in order: each run of consecutive actions that SharesRequest
 // joins (every pair of the run, so that no field repeats), and every

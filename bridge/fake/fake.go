@@ -715,19 +715,7 @@ func (s *Slurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error
 	s.mu.Lock()
 	s.batches = append(s.batches, len(actions))
 	s.mu.Unlock()
-	errs := make([]error, len(actions))
-	for _, req := range bridge.Requests(actions) {
-		var failed error
-		for _, i := range req {
-			if failed != nil {
-				errs[i] = fmt.Errorf("%s: not carried out, its request failed: %w", actions[i], failed)
-				continue
-			}
-			errs[i] = s.Apply(ctx, actions[i])
-			failed = errs[i]
-		}
-	}
-	return errs
+	return bridge.ApplyOneByOne(ctx, actions, s.Apply)
 }
 
 // Batches returns the size of every ApplyBatch call, in order.

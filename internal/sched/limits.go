@@ -149,31 +149,31 @@ func capRoomOf(snap *bridge.Snapshot) *capRoom {
 	return &capRoom{tab: tab, used: tab.Usage(holding)}
 }
 
-// fits reports whether m fits under every cap it counts against.
-func (r *capRoom) fits(m limits.Member) bool {
+// fits reports whether m fits under every cap it counts against, and
+// the caps' names for take.
+func (r *capRoom) fits(m limits.Member) (bool, []string) {
 	if r == nil {
-		return true
+		return true, nil
 	}
 	names, blocked := r.tab.Of(m)
 	if blocked != "" {
-		return false
+		return false, nil
 	}
 	for _, n := range names {
 		p, _ := r.tab.Pool(n)
 		u := r.used[n]
 		if (p.GPUs != limits.NoCap && u.GPUs+m.GPUs > p.GPUs) || (p.Jobs != limits.NoCap && u.Jobs+1 > p.Jobs) {
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, names
 }
 
-// take counts m against its caps.
-func (r *capRoom) take(m limits.Member) {
+// take counts m against the caps fits named.
+func (r *capRoom) take(m limits.Member, names []string) {
 	if r == nil {
 		return
 	}
-	names, _ := r.tab.Of(m)
 	for _, n := range names {
 		u := r.used[n]
 		u.GPUs += m.GPUs

@@ -155,13 +155,14 @@ func (c *Core) refill(snap *bridge.Snapshot, earlier []Action) []Action {
 		}
 		m := memberOf(cand.job)
 		m.GPUs = cand.js.scale // a task of an array counts one task's GPUs
-		if !caps.fits(m) {
+		fits, capNames := caps.fits(m)
+		if !fits {
 			continue // an accounting cap would keep it: the GPU goes to the next
 		}
 		if !c.claim(room, t, cand.job) { // candidates are eligible: their features read
 			continue
 		}
-		caps.take(m)
+		caps.take(m, capNames)
 		started[cand.js.key] = true
 		why := rounds.Reason{Code: rounds.ReasonSelected, Type: t, Priority: cand.priority}.String() +
 			" (GPUs freed between rounds)"

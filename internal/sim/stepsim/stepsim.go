@@ -795,19 +795,7 @@ func (s *simSlurm) Apply(_ context.Context, a bridge.Action) error {
 // repeatable; within a request of several updates (bridge.Requests) an
 // action after a failed one is not carried out.
 func (s *simSlurm) ApplyBatch(ctx context.Context, actions []bridge.Action) []error {
-	errs := make([]error, len(actions))
-	for _, req := range bridge.Requests(actions) {
-		var failed error
-		for _, i := range req {
-			if failed != nil {
-				errs[i] = fmt.Errorf("%s: not carried out, its request failed: %w", actions[i], failed)
-				continue
-			}
-			errs[i] = s.Apply(ctx, actions[i])
-			failed = errs[i]
-		}
-	}
-	return errs
+	return bridge.ApplyOneByOne(ctx, actions, s.Apply)
 }
 
 var _ bridge.BatchActuator = (*simSlurm)(nil)
