@@ -100,6 +100,9 @@ type Config struct {
 	// which sees only what the learning estimator measures (see
 	// Estimation); nil gives the policy the true throughputs.
 	Estimate *Estimation
+	// Timeline records, round by round, the GPU-seconds each type was
+	// busy (Result.Timeline), for charts of use over time.
+	Timeline bool
 	// Clock, when set, times the run and the solver; nil leaves the wall
 	// times at 0.
 	Clock func() time.Time

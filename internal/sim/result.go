@@ -71,8 +71,17 @@ type Result struct {
 	EstimateError *Summary `json:"estimate_error,omitempty"`
 	// Jobs has one record per admitted job, by id.
 	Jobs []JobRecord `json:"-"`
+	// Timeline has one span per round when Config.Timeline is set.
+	Timeline []Span `json:"-"`
 
 	busy []float64 // GPU-seconds used per type
+}
+
+// Span is one round of the timeline: from Start to End (seconds), Busy
+// GPU-seconds of each type (indexed like Result.Types).
+type Span struct {
+	Start, End float64
+	Busy       []float64
 }
 
 // Summary describes a distribution.

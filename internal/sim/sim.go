@@ -384,6 +384,11 @@ func (s *simulator) completeRound() error {
 	s.now = end
 	usages := make([]rounds.Usage, 0, len(s.tasks))
 	running := s.plans[s.cur].Assignments
+	var span *Span
+	if s.cfg.Timeline {
+		s.res.Timeline = append(s.res.Timeline, Span{Start: s.roundAt, End: end, Busy: make([]float64, len(s.types))})
+		span = &s.res.Timeline[len(s.res.Timeline)-1]
+	}
 	completed := false
 	for i := range s.tasks {
 		tk := &s.tasks[i]
@@ -397,6 +402,9 @@ func (s *simulator) completeRound() error {
 		usages = append(usages, rounds.Usage{Key: a.Key, Type: a.Type, Seconds: exec})
 		sf := float64(tk.jobs[0].spec.ScaleFactor)
 		s.res.busy[tk.typ] += exec * sf
+		if span != nil {
+			span.Busy[tk.typ] += exec * sf
+		}
 		if price, ok := s.cfg.Costs[a.Type]; ok {
 			s.res.Cost += exec * sf * price / 3600
 		}

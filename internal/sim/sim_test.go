@@ -408,3 +408,40 @@ func TestRunStopsAtMaxTime(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// The timeline's spans follow one another and add up to the busy time the
+// utilization figures are made of.
+func TestTimelineAddsUpToUtilization(t *testing.T) {
+	cfg := toyConfig(t, map[string]int{"v100": 1, "k80": 1})
+	cfg.Timeline = true
+	jobs := Jobs{
+		{Model: "one", ScaleFactor: 1, TotalSteps: 1000},
+		{Model: "two", ScaleFactor: 1, TotalSteps: 3000, Arrival: 100},
+		{Model: "slow", ScaleFactor: 1, TotalSteps: 200, Arrival: 500},
+	}
+	res, err := Run(cfg, jobs.Source())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Timeline) != res.Rounds {
+		t.Fatalf("%d spans for %d rounds", len(res.Timeline), res.Rounds)
+	}
+	busy := make([]float64, len(res.Types))
+	for i, sp := range res.Timeline {
+		if sp.End < sp.Start || (i > 0 && sp.Start < res.Timeline[i-1].End) {
+			t.Fatalf("span %d [%v, %v) overlaps or runs backwards", i, sp.Start, sp.End)
+		}
+		for k, b := range sp.Busy {
+			if b > (sp.End-sp.Start)*float64(cfg.GPUs[res.Types[k]])+1e-9 {
+				t.Fatalf("span %d: %v GPU-s of %s in %v s", i, b, res.Types[k], sp.End-sp.Start)
+			}
+			busy[k] += b
+		}
+	}
+	for k, typ := range res.Types {
+		want := res.Utilization[typ] * float64(cfg.GPUs[typ]) * res.Makespan
+		if math.Abs(busy[k]-want) > 1e-6 || busy[k] == 0 {
+			t.Errorf("%s: timeline %v GPU-s, utilization says %v", typ, busy[k], want)
+		}
+	}
+}

@@ -7,8 +7,10 @@ package throughputs
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,3 +244,46 @@ var Templates = func() []Template {
 	out = append(out, Template{"A3C", false}, Template{"CycleGAN", false})
 	return out
 }()
+
+// New builds a table of isolated rates only (no co-location entries) for
+// the given GPU types, e.g. rates made up for a replay of jobs that are not
+// in any measured table. Each row holds one rate per type, indexed like
+// types; a 0 rate means the job cannot run on that type.
+func New(types []string, isolated map[Key][]float64) (*Table, error) {
+	if len(types) == 0 {
+		return nil, fmt.Errorf("throughput table has no GPU types")
+	}
+	t := &Table{types: append([]string(nil), types...), isolated: make(map[Key][]float64, len(isolated)), pairs: map[pairKey][][2]float64{}}
+	sort.Strings(t.types)
+	order := make([]int, len(types)) // order[i]: position in the caller's types of t.types[i]
+	for i, typ := range t.types {
+		order[i] = slices.Index(types, typ)
+		if i > 0 && typ == t.types[i-1] {
+			return nil, fmt.Errorf("GPU type %s given twice", typ)
+		}
+	}
+	models := map[string]bool{}
+	for key, row := range isolated {
+		if len(row) != len(types) {
+			return nil, fmt.Errorf("%s: %d rates for %d GPU types", key, len(row), len(types))
+		}
+		if key.ScaleFactor < 1 {
+			return nil, fmt.Errorf("%s: scale factor must be at least 1", key)
+		}
+		sorted := make([]float64, len(row))
+		for i := range sorted {
+			r := row[order[i]]
+			if !(r >= 0) || math.IsInf(r, 0) {
+				return nil, fmt.Errorf("%s on %s: rate %v, must be a finite number >= 0", key, t.types[i], r)
+			}
+			sorted[i] = r
+		}
+		t.isolated[key] = sorted
+		models[key.Model] = true
+	}
+	for m := range models {
+		t.models = append(t.models, m)
+	}
+	sort.Strings(t.models)
+	return t, nil
+}

@@ -1,8 +1,10 @@
 package throughputs
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -134,5 +136,40 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil || !strings.Contains(err.Error(), "read throughput table") {
 		t.Errorf("Load(missing) error = %v", err)
+	}
+}
+
+func TestNewOrdersRatesByType(t *testing.T) {
+	tab, err := New([]string{"v100", "a100"}, map[Key][]float64{{"job-1", 2}: {3, 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tab.Types(); !reflect.DeepEqual(got, []string{"a100", "v100"}) {
+		t.Fatalf("types %v", got)
+	}
+	if a, v := tab.Isolated("job-1", 2, "a100"), tab.Isolated("job-1", 2, "v100"); a != 7 || v != 3 {
+		t.Fatalf("a100 %v v100 %v, want 7 and 3", a, v)
+	}
+	if !tab.Has("job-1", 2) || tab.Has("job-1", 1) {
+		t.Fatal("Has answers for the wrong scale factor")
+	}
+}
+
+func TestNewRefusesBadRows(t *testing.T) {
+	for name, tc := range map[string]struct {
+		types []string
+		rows  map[Key][]float64
+	}{
+		"no types":      {nil, nil},
+		"type twice":    {[]string{"a", "a"}, nil},
+		"short row":     {[]string{"a", "b"}, map[Key][]float64{{"m", 1}: {1}}},
+		"negative rate": {[]string{"a"}, map[Key][]float64{{"m", 1}: {-1}}},
+		"NaN rate":      {[]string{"a"}, map[Key][]float64{{"m", 1}: {math.NaN()}}},
+		"zero scale":    {[]string{"a"}, map[Key][]float64{{"m", 0}: {1}}},
+		"infinite rate": {[]string{"a"}, map[Key][]float64{{"m", 1}: {math.Inf(1)}}},
+	} {
+		if _, err := New(tc.types, tc.rows); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
