@@ -28,9 +28,15 @@ vet: deps
 # Unit tests, then the integration tests that need a real local Slurm.
 test: build vet unit-test python-test integration-test
 
-unit-test: deps
+# GAVEL_REQUIRE_CHROMIUM: the browser checks of generated HTML pages fail
+# instead of skipping when Chromium is missing (test-deps installs it).
+unit-test: deps test-deps
 	@echo "test: unit tests"
-	$(GO) test -count=1 ./...
+	GAVEL_REQUIRE_CHROMIUM=1 $(GO) test -count=1 ./...
+
+.PHONY: test-deps
+test-deps:
+	@bash scripts/test-deps.sh
 
 # The training-loop helper shipped for users (contrib/python).
 python-test:

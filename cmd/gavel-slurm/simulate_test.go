@@ -171,7 +171,8 @@ func TestSimulateSweepWritesCSVAndSVG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"max_min_fairness_perf", "max_min_fairness", "input rate (jobs/hour)", "<polyline",
+	for _, want := range []string{"max_min_fairness_perf", "max_min_fairness", "input rate (jobs/hour)",
+		`data-series="2" data-points="4"`, // both policies, both rates
 		">36 k80, 36 p100, 36 v100; single-GPU; jobs 0-7; mean over seeds 0,1</text>"} {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("SVG lacks %q", want)

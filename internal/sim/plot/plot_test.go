@@ -1,83 +1,307 @@
 package plot
 
 import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
 	"math"
-	"slices"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-func TestNiceTicks(t *testing.T) {
-	cases := []struct {
-		lo, hi float64
-		n      int
-		want   []float64
-	}{
-		{0, 10, 5, []float64{0, 2, 4, 6, 8, 10}},
-		{0.4, 6, 8, []float64{0, 1, 2, 3, 4, 5, 6}},
-		{0, 73, 6, []float64{0, 20, 40, 60, 80}},
-		{5, 5, 4, []float64{5, 5.5, 6}}, // degenerate range widened to 1
-	}
-	for _, c := range cases {
-		if got := niceTicks(c.lo, c.hi, c.n); !slices.Equal(got, c.want) {
-			t.Errorf("niceTicks(%v, %v, %d) = %v, want %v", c.lo, c.hi, c.n, got, c.want)
-		}
-	}
+// svgInfo is what the tests read back from a rendered chart.
+type svgInfo struct {
+	root  map[string]string // attributes of the root element
+	texts []string          // the text of every <text> element
+	paths []svgPath
 }
 
-func TestWriteSVG(t *testing.T) {
-	c := Chart{
-		Title: "avg JCT", XLabel: "rate (jobs/h)", YLabel: "hours",
-		Series: []Series{
-			{Name: "a<b>", X: []float64{1, 2, 3}, Y: []float64{10, 12, math.NaN()}},
-			{Name: "c", X: []float64{1, 2, 3}, Y: []float64{5, 6, 7}},
+type svgPath struct {
+	d, style string
+}
+
+// parseSVG checks that svg is well-formed XML with an <svg> root and
+// collects its texts and paths.
+func parseSVG(t *testing.T, svg []byte) svgInfo {
+	t.Helper()
+	info := svgInfo{root: map[string]string{}}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	depth := 0
+	var inText bool
+	var text strings.Builder
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				if tok.Name.Local != "svg" {
+					t.Fatalf("root element <%s>, want <svg>", tok.Name.Local)
+				}
+				for _, a := range tok.Attr {
+					info.root[a.Name.Local] = a.Value
+				}
+			}
+			depth++
+			switch tok.Name.Local {
+			case "text":
+				inText = true
+				text.Reset()
+			case "path":
+				var p svgPath
+				for _, a := range tok.Attr {
+					switch a.Name.Local {
+					case "d":
+						p.d = a.Value
+					case "style":
+						p.style = a.Value
+					}
+				}
+				info.paths = append(info.paths, p)
+			}
+		case xml.CharData:
+			if inText {
+				text.Write(tok)
+			}
+		case xml.EndElement:
+			depth--
+			if tok.Name.Local == "text" {
+				inText = false
+				info.texts = append(info.texts, text.String())
+			}
+		}
+	}
+	if depth != 0 || len(info.root) == 0 {
+		t.Fatal("SVG has no complete root element")
+	}
+	return info
+}
+
+func (info svgInfo) attr(t *testing.T, name string) int {
+	t.Helper()
+	v, ok := info.root[name]
+	if !ok {
+		t.Fatalf("root element has no %s", name)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+func (info svgInfo) hasText(s string) bool {
+	for _, t := range info.texts {
+		if t == s {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSegments is the largest number of line segments of one stroked path
+// in colour: the line of a series, not its legend thumbnail.
+func (info svgInfo) maxSegments(colour string) int {
+	most := 0
+	for _, p := range info.paths {
+		if strings.Contains(p.style, "stroke:"+colour) && strings.Contains(p.style, "fill:none") {
+			most = max(most, strings.Count(p.d, "L"))
+		}
+	}
+	return most
+}
+
+func TestLineChart(t *testing.T) {
+	nan := math.NaN()
+	cases := []struct {
+		name      string
+		chart     Chart
+		series    int
+		points    int
+		saturated int
+		texts     []string
+		absent    []string
+	}{
+		{
+			name: "gap and saturation",
+			chart: Chart{
+				Title: "avg JCT", Subtitle: "36 k80; single-GPU", XLabel: "rate (jobs/h)", YLabel: "hours",
+				Series: []Series{
+					{Name: "a<b>", X: []float64{1, 2, 3}, Y: []float64{10, 12, nan}, Saturated: []float64{3}},
+					{Name: "c", X: []float64{1, 2, 3}, Y: []float64{5, 6, 7}},
+				},
+			},
+			series: 2, points: 5, saturated: 1,
+			texts: []string{"avg JCT", "36 k80; single-GPU", "rate (jobs/h)", "hours", "a<b>", "c", "saturated"},
+		},
+		{
+			name: "no saturation, no legend entry for it",
+			chart: Chart{Title: "t", Series: []Series{
+				{Name: "a", X: []float64{1, 2}, Y: []float64{1, 2}},
+				{Name: "all NaN", X: []float64{1}, Y: []float64{nan}},
+			}},
+			series: 1, points: 2,
+			texts:  []string{"t", "a", "all NaN"},
+			absent: []string{"saturated"},
+		},
+		{
+			name: "x without y and infinite values are skipped",
+			chart: Chart{Title: "t", Series: []Series{
+				{Name: "a", X: []float64{1, 2, 3, 4}, Y: []float64{1, math.Inf(1), 3}},
+			}},
+			series: 1, points: 2,
 		},
 	}
-	c.Series[0].Saturated = []float64{3}
-	var b strings.Builder
-	if err := c.WriteSVG(&b); err != nil {
-		t.Fatal(err)
-	}
-	svg := b.String()
-	for _, want := range []string{"<svg", "</svg>", "a&lt;b&gt;", "rate (jobs/h)", "hours", ">saturated</text>"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("SVG lacks %q", want)
-		}
-	}
-	// The NaN point is a gap: series a has 2 markers (circles), c has 3
-	// (squares); a's saturated rate is one cross.
-	if n := strings.Count(svg, `<circle class="point"`); n != 2 {
-		t.Errorf("%d circle markers, want 2", n)
-	}
-	if n := strings.Count(svg, `<rect class="point"`); n != 3 {
-		t.Errorf("%d square markers, want 3", n)
-	}
-	if n := strings.Count(svg, `class="saturated"`); n != 1 {
-		t.Errorf("%d saturation crosses, want 1", n)
-	}
-	// Lines differ by dash pattern as well as colour: a solid, c dashed.
-	if n := strings.Count(svg, "<polyline"); n != 2 {
-		t.Errorf("%d lines, want 2", n)
-	}
-	if n := strings.Count(svg, `<polyline fill="none" stroke="#d62728" stroke-width="2" stroke-dasharray=`); n != 1 {
-		t.Errorf("second series' line is not dashed")
-	}
-	empty := Chart{Series: []Series{{Name: "x", X: []float64{1}, Y: []float64{math.NaN()}}}}
-	if err := empty.WriteSVG(&b); err == nil {
-		t.Error("chart without finite points rendered")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svg, err := c.chart.SVG()
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := parseSVG(t, svg)
+			if got := info.attr(t, "data-series"); got != c.series {
+				t.Errorf("data-series=%d, want %d", got, c.series)
+			}
+			if got := info.attr(t, "data-points"); got != c.points {
+				t.Errorf("data-points=%d, want %d", got, c.points)
+			}
+			if got := info.attr(t, "data-saturated"); got != c.saturated {
+				t.Errorf("data-saturated=%d, want %d", got, c.saturated)
+			}
+			for _, want := range c.texts {
+				if !info.hasText(want) {
+					t.Errorf("no text %q among %q", want, info.texts)
+				}
+			}
+			for _, no := range c.absent {
+				if info.hasText(no) {
+					t.Errorf("text %q drawn", no)
+				}
+			}
+			var b bytes.Buffer
+			if err := c.chart.WriteSVG(&b); err != nil || !bytes.Equal(b.Bytes(), svg) {
+				t.Errorf("WriteSVG differs from SVG (error %v)", err)
+			}
+		})
 	}
 }
 
-func TestSaturationLegendOnlyWhenMarked(t *testing.T) {
-	c := Chart{Title: "t", Subtitle: "setup", Series: []Series{{Name: "a", X: []float64{1, 2}, Y: []float64{1, 2}}}}
-	var b strings.Builder
-	if err := c.WriteSVG(&b); err != nil {
+func TestStepsDrawHorizontalThenVertical(t *testing.T) {
+	xs, ys := []float64{0, 1, 2}, []float64{0, 0.5, 1}
+	for _, steps := range []bool{false, true} {
+		svg, err := Chart{Title: "cdf", Series: []Series{{Name: "s", X: xs, Y: ys, Steps: steps}}}.SVG()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Three points are two segments as a line and four as steps (each
+		// value held until the next x, then a jump).
+		want := 2
+		if steps {
+			want = 4
+		}
+		if got := parseSVG(t, svg).maxSegments("#1F77B4"); got != want {
+			t.Errorf("steps=%v: the line has %d segments, want %d", steps, got, want)
+		}
+	}
+}
+
+func TestBarChart(t *testing.T) {
+	c := BarChart{
+		Title: "utilisation", Subtitle: "setup", YLabel: "fraction busy",
+		Groups: []string{"k80", "p100", "v100"},
+		Series: []BarSeries{
+			{Name: "aware", Values: []float64{0.5, 0.7, 0.9}},
+			{Name: "agnostic", Values: []float64{0.4, math.NaN()}},
+		},
+	}
+	svg, err := c.SVG()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "saturated") {
-		t.Error("legend mentions saturation without any saturated point")
+	info := parseSVG(t, svg)
+	if got := info.attr(t, "data-series"); got != 2 {
+		t.Errorf("data-series=%d, want 2", got)
 	}
-	if !strings.Contains(b.String(), ">setup</text>") {
-		t.Error("subtitle missing")
+	if got := info.attr(t, "data-points"); got != 4 {
+		t.Errorf("data-points=%d, want 4 (a NaN and a missing value draw no bar)", got)
+	}
+	for _, want := range []string{"utilisation", "setup", "fraction busy", "k80", "p100", "v100", "aware", "agnostic"} {
+		if !info.hasText(want) {
+			t.Errorf("no text %q among %q", want, info.texts)
+		}
+	}
+	// One filled rectangle per bar and per legend entry, in the series'
+	// colour.
+	fills := func(colour string) int {
+		n := 0
+		for _, p := range info.paths {
+			if strings.Contains(p.style, "fill:"+colour) {
+				n++
+			}
+		}
+		return n
+	}
+	if got := fills("#1F77B4"); got != 3+1 {
+		t.Errorf("%d shapes filled in the first colour, want 3 bars and a legend entry", got)
+	}
+	if got := fills("#D62728"); got != 1+1 {
+		t.Errorf("%d shapes filled in the second colour, want 1 bar and a legend entry", got)
+	}
+}
+
+func TestChartErrors(t *testing.T) {
+	cases := []struct {
+		name    string
+		render  func() ([]byte, error)
+		wantErr string
+	}{
+		{"line without finite point", Chart{Title: "x", Series: []Series{{Name: "x", X: []float64{1}, Y: []float64{math.NaN()}}}}.SVG, "no finite point"},
+		{"line without series", Chart{Title: "x"}.SVG, "no finite point"},
+		{"bars without group", BarChart{Title: "b"}.SVG, "no group"},
+		{"bars without value", BarChart{Title: "b", Groups: []string{"g"}, Series: []BarSeries{{Name: "s", Values: []float64{math.NaN()}}}}.SVG, "no finite value"},
+		{"more values than groups", BarChart{Title: "b", Groups: []string{"g"}, Series: []BarSeries{{Name: "s", Values: []float64{1, 2}}}}.SVG, "2 values for 1 groups"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := c.render(); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("error %v, want one mentioning %q", err, c.wantErr)
+			}
+		})
+	}
+}
+
+func TestChartsAreDeterministicAndFixedSize(t *testing.T) {
+	line := Chart{Title: "t", XLabel: "x", Series: []Series{{Name: "a", X: []float64{1, 2, 3}, Y: []float64{3, 1, 2}}}}
+	bar := BarChart{Title: "b", Groups: []string{"g", "h"}, Series: []BarSeries{{Name: "s", Values: []float64{1, 2}}}}
+	size := regexp.MustCompile(`<svg [^>]*width="([0-9.]+)pt" height="([0-9.]+)pt"`)
+	for name, render := range map[string]func() ([]byte, error){"line": line.SVG, "bar": bar.SVG} {
+		first, err := render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, second) {
+			t.Errorf("%s: two renderings of the same chart differ", name)
+		}
+		m := size.FindSubmatch(first)
+		if m == nil {
+			t.Fatalf("%s: no size on the root element", name)
+		}
+		w, _ := strconv.ParseFloat(string(m[1]), 64)
+		h, _ := strconv.ParseFloat(string(m[2]), 64)
+		if math.Abs(w-Width.Points()) > 0.01 || math.Abs(h-Height.Points()) > 0.01 {
+			t.Errorf("%s: size %vpt x %vpt, want %vpt x %vpt", name, w, h, Width.Points(), Height.Points())
+		}
 	}
 }
