@@ -304,14 +304,22 @@ func render(p *gplot.Plot, title, subtitle string, st stats) ([]byte, error) {
 		area.Max.Y = top - 8
 	}
 
-	legendWidth := p.Legend.Rectangle(area).Size().X + 2*margin
-	legendWidth = min(legendWidth, (area.Max.X-area.Min.X)*0.4)
+	// The legend takes a column right of the plot, or, when its names are
+	// too long for a column that leaves the plot most of the width, a
+	// band under it: a name must never run off the canvas.
+	size := p.Legend.Rectangle(area).Size()
+	legendWidth := size.X + 2*margin
 	legend := area
-	legend.Min.X = area.Max.X - legendWidth + margin
+	if legendWidth <= (area.Max.X-area.Min.X)*0.4 {
+		legend.Min.X = area.Max.X - legendWidth + margin
+		area.Max.X -= legendWidth
+	} else {
+		legend.Max.Y = area.Min.Y + size.Y
+		area.Min.Y += size.Y + margin
+	}
 	p.Legend.Draw(legend)
 	// The plot draws its legend inside the frame; that one is already drawn.
 	p.Legend = gplot.NewLegend()
-	area.Max.X -= legendWidth
 
 	p.Draw(area)
 
