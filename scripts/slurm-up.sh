@@ -183,7 +183,7 @@ configure_root() {
   # Each node's features: its GPU type (the daemon's constraint) and, on
   # the first node of each type, "ib", a feature of the users' own that
   # the daemon must keep when it adds the type.
-  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i features gpu_nodes="" gres_types=gpu
+  local name type gpus port nodes="" gres="AutoDetect=off"$'\n' i features gpu_nodes="" gres_types=gpu gpu_type_list=""
   while read -r name type gpus port; do
     for ((i = 0; i < gpus; i++)); do
       [ -c "$r/var/lib/gavel-gpus/$name-gpu$i" ] || mknod "$r/var/lib/gavel-gpus/$name-gpu$i" c 1 3
@@ -203,6 +203,7 @@ configure_root() {
       continue
     fi
     features=$type
+    [[ " $gpu_type_list " == *" $type "* ]] || gpu_type_list+=" $type"
     [[ $name == *-1 ]] && features+=",ib"
     gpu_nodes+="${gpu_nodes:+,}$name"
     local node_gres="gpu:$type:$gpus" shards shard_flags=""
@@ -229,13 +230,21 @@ configure_root() {
   # QOS and association limits can name them, and limits enforced.
   local accounting="AccountingStorageType=accounting_storage/none" fairshare=0
   if [ "$SLURM_ACCOUNTING" = 1 ]; then
-    local tres=gres/gpu
+    # The typed GPUs too, so that a finished job's record says which type
+    # it ran on (gavel-slurm whatif reads it back), and comments, where
+    # the jobs' gavel: tags live.
+    local tres=gres/gpu t
+    for t in $gpu_type_list $SLURM_MIXED_GRES; do
+      t=${t%%:*}
+      [[ ",$tres," == *",gres/gpu:$t,"* ]] || tres+=",gres/gpu:$t"
+    done
     [ "$gres_types" = gpu ] || tres+=",gres/shard"
     accounting="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$SLURMDBD_PORT
 AccountingStorageTRES=$tres
 AccountingStorageEnforce=associations,limits,qos
+AccountingStoreFlags=job_comment
 # Jobs leave the controller after MinJobAge: sacct keeps their records.
 JobCompType=jobcomp/none"
     fairshare=10000

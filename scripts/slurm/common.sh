@@ -96,6 +96,9 @@ SLURM_PACKAGES="slurmctld slurmd slurmrestd slurm-client munge slurm-wlm-jwt-plu
 # Accounting as sites run it: slurmdbd (which pulls in the MySQL plugin)
 # in front of MariaDB.
 [ "$SLURM_ACCOUNTING" = 0 ] || SLURM_PACKAGES+=" slurmdbd mariadb-server"
+# The LP solver's library, which gavel-slurm links: jobs that run the
+# binary on the nodes (whatif --submit) need it there, as on a site.
+SLURM_PACKAGES+=" coinor-libclp1"
 
 # Inside the root, daemon logs go to /var/log/slurm, bind-mounted from log/.
 SLURM_LOG_IN_ROOT="/var/log/slurm"
