@@ -17,7 +17,8 @@ import (
 //     among them by its priorities. This deliberately reproduces the
 //     behaviour of Gavel's reference FIFO (its random type choice is drawn
 //     but never used), because the paper's fifo results come from it; a
-//     job is only skipped for a type on which it cannot run at all.
+//     job that cannot run on that type at all goes to the last type with
+//     free GPUs where it can.
 //     Options.FIFOReplace first hands the types of jobs that left to the
 //     head of the queue, and Options.FIFODropDraws changes the type as the
 //     reference's list of types with room shrinks, both as the reference
@@ -285,8 +286,18 @@ func (f *fifoPolicy) pileUp(p *Problem, order []int, free map[string]int, placem
 		if f.drops != nil && len(with) > 0 {
 			drop = with[f.drops.Below(len(with))]
 		}
-		t := room[len(room)-1]
-		if !fits(j, t) {
+		// The last type of the list; a job that cannot run there takes
+		// the last one where it can. (Every job of the reference's tables
+		// runs on its last type, the v100, so this changes none of its
+		// schedules; without it a job that runs on one type only, such as
+		// a typed request, would wait for ever.)
+		t := ""
+		for k := len(room) - 1; k >= 0 && t == ""; k-- {
+			if fits(j, room[k]) {
+				t = room[k]
+			}
+		}
+		if t == "" {
 			continue
 		}
 		placement[i] = t

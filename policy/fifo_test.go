@@ -117,3 +117,33 @@ func TestFIFOPackedSharesOnlyWhenItPays(t *testing.T) {
 		}
 	}
 }
+
+// A job that cannot run on the type every new job goes to (a typed request
+// for another type) takes the last type with room where it can, rather
+// than waiting for ever on an idle cluster.
+func TestFIFOPlacesAJobThatCannotRunOnTheLastType(t *testing.T) {
+	pol, _ := New("fifo", Options{Seed: 3})
+	p := fifoTestProblem(0, 1)
+	p.Jobs[1].Throughputs = map[string]float64{"k80": 1} // a k80 request
+	a, err := pol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fifoPlaced(a); got["0"] != "v100" || got["1"] != "k80" {
+		t.Fatalf("placed %v, want 0 on v100 and 1 on the k80", got)
+	}
+	// Like every type the agnostic fifo gives, the k80 may be
+	// oversubscribed: a second k80 job goes there too, and the round
+	// mechanism shares the GPU.
+	p = fifoTestProblem(0, 1, 2)
+	p.Jobs[1].Throughputs = map[string]float64{"k80": 1}
+	p.Jobs[2].Throughputs = map[string]float64{"k80": 1}
+	pol, _ = New("fifo", Options{Seed: 3})
+	a, err = pol.Allocate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fifoPlaced(a); got["0"] != "v100" || got["1"] != "k80" || got["2"] != "k80" {
+		t.Fatalf("placed %v, want 0 on v100, 1 and 2 on the k80", got)
+	}
+}
