@@ -11,7 +11,8 @@
 #   SKIP_SLURM=1   skip everything (machines that cannot run Slurm; CI must not set it)
 #   KEEP_SLURM=1   leave the last release's Slurm running afterwards even if
 #                  this run started it (earlier ones must make room for the next)
-#   INTEGRATION_PACKAGES=./pkg/...  narrow the test run (default ./...)
+#   INTEGRATION_PACKAGES=./pkg/...  narrow the test run (default: the packages
+#                  with integration tests; the others' unit tests ran in unit-test)
 #
 # A release's Slurm that was already up (`make demo` leaves one up) is used
 # as it is. Only one release runs at a time, so to test another this run
@@ -31,7 +32,19 @@ releases=(${SLURM_RELEASES:-24.11 26.05})
   echo "integration: SLURM_RELEASES is empty" >&2
   exit 2
 }
-packages=${INTEGRATION_PACKAGES:-./...}
+# By default the packages that have integration tests (a _test.go file
+# with the integration build tag), found by name so that new ones join:
+# the other packages' tests are unit tests, which `make unit-test` has run
+# already and which need no Slurm.
+integration_packages() {
+  grep -rl --include='*_test.go' --exclude-dir=.local --exclude-dir=.git '^//go:build integration' . |
+    xargs -r -n1 dirname | sort -u | tr '\n' ' '
+}
+packages=${INTEGRATION_PACKAGES:-$(integration_packages)}
+[ -n "${packages// /}" ] || {
+  echo "integration: no package has integration tests" >&2
+  exit 2
+}
 # The tests that need GPU shards (docs/space-sharing.md).
 share_tests='^(TestIntegrationSharedPairRunsOnOneGPU|TestIntegrationShardPlacementNeedsOneSharing|TestPackedPolicyRunsAPairOnOneGPU)$'
 
