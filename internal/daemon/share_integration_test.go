@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,10 +34,22 @@ while true; do
 done
 `
 
-// sharedNode finds an available node whose GPUs offer an even number of
-// shards each, on a local Slurm started with SLURM_GPU_SHARDS and
-// one_sharing (docs/space-sharing.md); the test skips without one.
+// sharedNodeOf finds an available v100 node whose GPUs offer an even
+// number of shards each (sharingNodesOf); the test skips without one.
 func sharedNodeOf(t *testing.T, env *slurmtest.Env) bridge.Node {
+	t.Helper()
+	nodes := sharingNodesOf(t, env)
+	if len(nodes) == 0 {
+		t.Skip("no available v100 node offers an even number of shards per GPU")
+	}
+	return nodes[0]
+}
+
+// sharingNodesOf lists the available v100 nodes whose GPUs offer an even
+// number of shards each, by name, on a local Slurm started with
+// SLURM_GPU_SHARDS and one_sharing (docs/space-sharing.md); the test skips
+// without shards.
+func sharingNodesOf(t *testing.T, env *slurmtest.Env) []bridge.Node {
 	t.Helper()
 	if os.Getenv("SLURM_GPU_SHARDS") == "" {
 		t.Skip("SLURM_GPU_SHARDS is not set: the local Slurm shares no GPUs")
@@ -48,13 +61,35 @@ func sharedNodeOf(t *testing.T, env *slurmtest.Env) bridge.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []bridge.Node
 	for _, n := range snap.Nodes {
 		if n.Available() && n.GPUs >= 2 && n.Shards >= 2*n.GPUs && (n.Shards/n.GPUs)%2 == 0 && n.GPUType == "v100" {
-			return n
+			out = append(out, n)
 		}
 	}
-	t.Skip("no available v100 node offers an even number of shards per GPU")
-	return bridge.Node{}
+	slices.SortFunc(out, func(x, y bridge.Node) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
+// probeOf reads what pairProbeScript recorded inside job id at its start
+// after restarts requeues, waiting for it a little.
+func probeOf(t *testing.T, dir string, id, restarts int) map[string]string {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("%d.%d", id, restarts))
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			kv := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				k, v, _ := strings.Cut(line, "=")
+				kv[k] = v
+			}
+			return kv
+		}
+		if time.Now().After(end) {
+			t.Fatalf("job %d wrote nothing at %s: %v", id, path, err)
+		}
+	}
 }
 
 // Under max_min_fairness_packed, on a node of four v100 GPUs that offer
@@ -187,24 +222,7 @@ collector_warm_up = "2s"
 	}
 	// From inside: the same node and GPU, by Slurm's index and by the
 	// Prolog's record the collector reads.
-	seen := func(id int, restarts int) map[string]string {
-		path := filepath.Join(probes, fmt.Sprintf("%d.%d", id, restarts))
-		for end := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-			data, err := os.ReadFile(path)
-			if err == nil {
-				kv := map[string]string{}
-				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-					k, v, _ := strings.Cut(line, "=")
-					kv[k] = v
-				}
-				return kv
-			}
-			if time.Now().After(end) {
-				t.Fatalf("job %d wrote nothing at %s: %v", id, path, err)
-			}
-		}
-	}
-	inA, inB := seen(a, ja.Restarts), seen(b, jb.Restarts)
+	inA, inB := probeOf(t, probes, a, ja.Restarts), probeOf(t, probes, b, jb.Restarts)
 	t.Logf("inside %d: %v; inside %d: %v", a, inA, b, inB)
 	if inA["node"] != n.Name || inB["node"] != n.Name || inA["job_gpus"] == "" || inA["job_gpus"] != inB["job_gpus"] ||
 		inA["cuda"] != inB["cuda"] || inA["shards"] == "" {
