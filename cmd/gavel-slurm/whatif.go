@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,38 +40,42 @@ func init() {
 
 // whatifFlags are the what-if's inputs once read and checked.
 type whatifFlags struct {
-	cfg                  *config.Config
-	sacct                string
-	from, to             time.Time
-	saveHistory          string
-	partitions           []string
-	cluster, perServer   map[string]int
-	speed                map[string]float64
-	throughputsFile      string
-	noReference          bool
-	measured             string
-	typed                whatif.Typed
-	entities             string
-	set                  whatif.Settings
-	asJSON               bool
-	htmlOut, jsonOut     string
-	textOut              string
-	quiet                bool
-	submit               bool
-	dir, jobDir, binary  string
-	sbatch, partition    string
-	part                 int
-	partOut, gather      string
-	args                 []string // the flags as given, passed on to the jobs of --submit
-	configPath           string
-	explicitConfig       bool
-	historyFromSlurm     bool
-	clusterFromSlurm     bool
-	clusterInferredNotes []string
+	cfg                 *config.Config
+	sacct               string
+	from, to            time.Time
+	saveHistory         string
+	partitions          []string
+	cluster, perServer  map[string]int
+	speed               map[string]float64
+	throughputsFile     string
+	noReference         bool
+	measured            string
+	typed               whatif.Typed
+	entities            string
+	set                 whatif.Settings
+	asJSON              bool
+	htmlOut, jsonOut    string
+	textOut             string
+	quiet               bool
+	submit              bool
+	dir, jobDir, binary string
+	sbatch, partition   string
+	part                int
+	partOut, gather     string
+	args                []string // the flags as given, passed on to the jobs of --submit
+	configPath          string
+	explicitConfig      bool
+	historyFromSlurm    bool
+	clusterFromSlurm    bool
+	// notes go into the report: how the cluster was found, what the
+	// replays cannot model.
+	notes []string
 	// nodeTypes maps node names to GPU types, from slurmrestd or
 	// --node-types, for records that do not name their GPU type.
 	nodeTypes     map[string]string
 	nodeTypesFile string
+	// sweepID marks the parts of one --submit sweep (--sweep-id).
+	sweepID string
 }
 
 func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
@@ -112,6 +117,8 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 	part := fs.Int("part", -1, "run only replay number N and write its schedule to --part-out (the array's tasks)")
 	partOut := fs.String("part-out", "", "with --part: where its schedule goes")
 	nodeTypes := fs.String("node-types", "", "a JSON object of node name to GPU type, for records that do not name their type (default: the nodes slurmrestd lists)")
+	sweepID := fs.String("sweep-id", "", "with --part and --gather: the sweep the parts belong to (set by --submit)")
+	notes := fs.String("notes", "", "with --gather: a JSON list of notes for the report (set by --submit)")
 	gather := fs.String("gather", "", "make the report from the schedules the array's tasks wrote to this directory")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -136,7 +143,16 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 		measured: *measured, entities: *entities, asJSON: *asJSON, htmlOut: *htmlOut, jsonOut: *jsonOut, textOut: *textOut,
 		quiet: *quiet, submit: *submit, dir: *dir, jobDir: *jobDir, binary: *binary, sbatch: *sbatch, partition: *partition,
 		part: *part, partOut: *partOut, gather: *gather, args: args, configPath: *path, explicitConfig: given["config"],
-		nodeTypesFile: *nodeTypes}
+		nodeTypesFile: *nodeTypes, sweepID: *sweepID}
+	if *notes != "" {
+		raw, err := os.ReadFile(*notes)
+		if err == nil {
+			err = json.Unmarshal(raw, &f.notes)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--notes: %w", err)
+		}
+	}
 	if f.nodeTypesFile != "" {
 		raw, err := os.ReadFile(f.nodeTypesFile)
 		if err == nil {
@@ -313,8 +329,8 @@ func (f *whatifFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return fmt.Errorf("history: %w", err)
 	}
 	h = inPartitions(h, f.partitions)
-	if f.submit {
-		return f.submitSweep(raw, h, client, ctx, stdout)
+	if f.sacct == "" {
+		h = endedBy(h, f.to)
 	}
 	cluster, err := f.clusterOf(ctx, client, h)
 	if err != nil {
@@ -329,8 +345,18 @@ func (f *whatifFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(w.Jobs) == 0 {
-		return fmt.Errorf("no usable job in the history of %s to %s (%d left out: %s)", f.from.Format(time.RFC3339), f.to.Format(time.RFC3339),
-			len(w.Skipped), skippedSummary(w.Skipped))
+		where := "the history of " + f.from.Format(time.RFC3339) + " to " + f.to.Format(time.RFC3339)
+		if f.sacct != "" {
+			where = f.sacct
+		}
+		return fmt.Errorf("no usable job in %s (%d left out: %s)", where, len(w.Skipped), skippedSummary(w.Skipped))
+	}
+	if n := f.neverPreempted(w); n > 0 {
+		f.notes = append(f.notes, fmt.Sprintf("%d jobs take no preemption (preempt=never, by their tag or scheduler.default_preempt): "+
+			"the daemon would not stop them once started, but the policy replays may, which can overstate what a policy gains", n))
+	}
+	if f.submit {
+		return f.submitSweep(ctx, raw, cluster, stdout)
 	}
 	tasks := f.set.Tasks()
 	if f.part >= 0 {
@@ -338,11 +364,11 @@ func (f *whatifFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--part %d: there are %d replays", f.part, len(tasks))
 		}
 		s, err := whatif.RunTask(w, f.set, tasks[f.part])
-		return writePart(f.partOut, tasks[f.part], s, err)
+		return writePart(f.partOut, f.sweepID, tasks[f.part], s, err)
 	}
 	var r *whatif.Report
 	if f.gather != "" {
-		if r, err = gatherParts(w, f.set, tasks, f.gather); err != nil {
+		if r, err = gatherParts(w, f.set, tasks, f.gather, f.sweepID); err != nil {
 			return err
 		}
 	} else {
@@ -358,7 +384,7 @@ func (f *whatifFlags) run(ctx context.Context, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	r.Notes = append(r.Notes, f.clusterInferredNotes...)
+	r.Notes = append(r.Notes, f.notes...)
 	return f.output(r, stdout)
 }
 
@@ -441,6 +467,33 @@ func (f *whatifFlags) readHistory(ctx context.Context, c *rest.Client) ([]byte, 
 	return raw, nil
 }
 
+// endedBy keeps the jobs that ended by to: slurmdbd answers with the jobs
+// eligible or running within the window, some of which ended after it.
+func endedBy(h *history.History, to time.Time) *history.History {
+	out := &history.History{Skipped: h.Skipped}
+	for _, j := range h.Jobs {
+		if j.End.After(to) {
+			out.Skipped = append(out.Skipped, history.Skip{ID: j.ID, Reason: "ended after the window"})
+			continue
+		}
+		out.Jobs = append(out.Jobs, j)
+	}
+	return out
+}
+
+// neverPreempted counts the jobs the daemon would never stop: tagged
+// preempt=never, or untagged for it with the site's default never.
+func (f *whatifFlags) neverPreempted(w *whatif.Workload) int {
+	def := f.cfg.Scheduler.DefaultPreempt
+	n := 0
+	for _, j := range w.Jobs {
+		if cmp.Or(j.Preempt, def) == bridge.PreemptNever {
+			n++
+		}
+	}
+	return n
+}
+
 // inPartitions keeps the jobs of the partitions (all when none is named);
 // the others are left out with their reason.
 func inPartitions(h *history.History, partitions []string) *history.History {
@@ -462,15 +515,13 @@ func inPartitions(h *history.History, partitions []string) *history.History {
 // them, else (offline) the history's peak use of each type.
 func (f *whatifFlags) clusterOf(ctx context.Context, c *rest.Client, h *history.History) (whatif.Cluster, error) {
 	cl := whatif.Cluster{GPUs: f.cluster, PerServer: f.perServer}
-	if len(cl.GPUs) > 0 {
-		return cl, cl.Validate()
-	}
-	if c != nil {
+	if c != nil && (len(cl.GPUs) == 0 || f.nodeTypes == nil) {
+		// The nodes give the cluster, and the type of the records that
+		// name none, even when --cluster is given.
 		snap, err := c.Snapshot(ctx)
 		if err != nil {
-			return cl, fmt.Errorf("read the cluster's nodes from slurmrestd (or give --cluster): %w", err)
+			return cl, fmt.Errorf("read the cluster's nodes from slurmrestd (or give --cluster and --node-types): %w", err)
 		}
-		cl = clusterOfNodes(snap.Nodes)
 		if f.nodeTypes == nil {
 			f.nodeTypes = map[string]string{}
 			for _, n := range snap.Nodes {
@@ -480,19 +531,22 @@ func (f *whatifFlags) clusterOf(ctx context.Context, c *rest.Client, h *history.
 			}
 		}
 		if len(cl.GPUs) == 0 {
-			return cl, fmt.Errorf("the partitions %v have no typed GPUs; give --cluster", f.partitions)
+			cl = clusterOfNodes(snap.Nodes)
+			if len(cl.GPUs) == 0 {
+				return cl, fmt.Errorf("the partitions %v have no typed GPUs; give --cluster", f.partitions)
+			}
+			maps.Copy(cl.PerServer, f.perServer)
+			f.notes = append(f.notes, "cluster read from slurmrestd's nodes")
 		}
-		for t, n := range f.perServer {
-			cl.PerServer[t] = n
-		}
-		f.clusterInferredNotes = append(f.clusterInferredNotes, "cluster read from slurmrestd's nodes")
+	}
+	if len(cl.GPUs) > 0 {
 		return cl, cl.Validate()
 	}
-	cl = peakUse(h)
+	cl = peakUse(h, f.nodeTypes, f.perServer)
 	if len(cl.GPUs) == 0 {
 		return cl, errors.New("the history names no GPU type; give --cluster")
 	}
-	f.clusterInferredNotes = append(f.clusterInferredNotes,
+	f.notes = append(f.notes,
 		"cluster not given: taken as the history's peak use of each type, which may be less than the site has (give --cluster)")
 	return cl, cl.Validate()
 }
@@ -522,8 +576,11 @@ func clusterOfNodes(nodes []bridge.Node) whatif.Cluster {
 	return cl
 }
 
-// peakUse is the most GPUs of each type the history's jobs held at once.
-func peakUse(h *history.History) whatif.Cluster {
+// peakUse is the most GPUs of each type the history's jobs held at once
+// (a job's type from its record, else from its nodes), rounded up to
+// whole nodes of perNode. Jobs that held several types are left out, as
+// the replay leaves them.
+func peakUse(h *history.History, nodeTypes map[string]string, perNode map[string]int) whatif.Cluster {
 	type edge struct {
 		at   time.Time
 		typ  string
@@ -531,8 +588,12 @@ func peakUse(h *history.History) whatif.Cluster {
 	}
 	var edges []edge
 	for _, j := range h.Jobs {
-		if j.GPUType != "" && j.GPUs > 0 {
-			edges = append(edges, edge{j.Start, j.GPUType, j.GPUs}, edge{j.End, j.GPUType, -j.GPUs})
+		typ := j.GPUType
+		if typ == "" {
+			typ = whatif.TypeOfNodes(j.Nodes, nodeTypes)
+		}
+		if typ != "" && !strings.Contains(typ, ",") && j.GPUs > 0 {
+			edges = append(edges, edge{j.Start, typ, j.GPUs}, edge{j.End, typ, -j.GPUs})
 		}
 	}
 	// Ends before starts at the same time: a GPU freed and taken at once
@@ -543,11 +604,17 @@ func peakUse(h *history.History) whatif.Cluster {
 		}
 		return a.gpus - b.gpus
 	})
-	cl := whatif.Cluster{GPUs: map[string]int{}}
+	cl := whatif.Cluster{GPUs: map[string]int{}, PerServer: map[string]int{}}
 	now := map[string]int{}
 	for _, e := range edges {
 		now[e.typ] += e.gpus
 		cl.GPUs[e.typ] = max(cl.GPUs[e.typ], now[e.typ])
+	}
+	for t, per := range perNode {
+		if n, ok := cl.GPUs[t]; ok && per > 0 {
+			cl.GPUs[t] = (n + per - 1) / per * per
+			cl.PerServer[t] = per
+		}
 	}
 	return cl
 }
@@ -621,9 +688,10 @@ func measuredRates(where string) (func(string, int) map[string]float64, error) {
 	}, nil
 }
 
-// writePart writes one array task's schedule (or its failure).
-func writePart(path string, t whatif.Task, s *whatif.Schedule, runErr error) error {
-	p := partFile{Task: t, Schedule: s}
+// writePart writes one array task's schedule (or its failure), marked
+// with the sweep it belongs to.
+func writePart(path, sweep string, t whatif.Task, s *whatif.Schedule, runErr error) error {
+	p := partFile{Sweep: sweep, Task: t, Schedule: s}
 	if runErr != nil {
 		p.Error = runErr.Error()
 	}
@@ -631,14 +699,17 @@ func writePart(path string, t whatif.Task, s *whatif.Schedule, runErr error) err
 }
 
 type partFile struct {
+	Sweep    string           `json:"sweep"`
 	Task     whatif.Task      `json:"task"`
 	Schedule *whatif.Schedule `json:"schedule,omitempty"`
 	Error    string           `json:"error,omitempty"`
 }
 
-// gatherParts reads part-N.json for every task; a missing or unreadable
-// part is that replay's failure.
-func gatherParts(w *whatif.Workload, set whatif.Settings, tasks []whatif.Task, dir string) (*whatif.Report, error) {
+// gatherParts reads part-N.json for every task. A part that is missing,
+// unreadable, of another sweep or of another workload is that replay's
+// failure; the Slurm baseline, which every figure is read against, is
+// replayed here when its part is not usable.
+func gatherParts(w *whatif.Workload, set whatif.Settings, tasks []whatif.Task, dir, sweep string) (*whatif.Report, error) {
 	out := make([]*whatif.Schedule, len(tasks))
 	errs := make([]error, len(tasks))
 	for k, t := range tasks {
@@ -651,15 +722,20 @@ func gatherParts(w *whatif.Workload, set whatif.Settings, tasks []whatif.Task, d
 		switch err := json.Unmarshal(raw, &p); {
 		case err != nil:
 			errs[k] = fmt.Errorf("part %d: %w", k, err)
+		case p.Sweep != sweep:
+			errs[k] = fmt.Errorf("part %d is of sweep %q, not %q: a task of another sweep wrote it", k, p.Sweep, sweep)
 		case p.Task != t:
 			errs[k] = fmt.Errorf("part %d is %s, want %s: the parts are of another sweep", k, p.Task.Name(), t.Name())
 		case p.Error != "":
 			errs[k] = errors.New(p.Error)
-		case p.Schedule == nil:
-			errs[k] = fmt.Errorf("part %d has no schedule", k)
+		case p.Schedule == nil || len(p.Schedule.End) != len(w.Jobs):
+			errs[k] = fmt.Errorf("part %d has no schedule of the %d jobs", k, len(w.Jobs))
 		default:
 			out[k] = p.Schedule
 		}
+	}
+	if errs[0] != nil {
+		out[0], errs[0] = whatif.RunTask(w, set, tasks[0])
 	}
 	return whatif.Gather(w, set, tasks, out, errs)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,35 +17,39 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gavel-slurm/gavel-slurm/bridge/rest"
-	"github.com/gavel-slurm/gavel-slurm/internal/history"
+	"github.com/gavel-slurm/gavel-slurm/internal/whatif"
 )
 
 // submitSweep runs the what-if on the cluster itself: every replay is a
 // task of one job array on --partition, and one job that depends on the
 // whole array gathers their schedules into the report. Everything the
 // jobs read is first written to --dir (the history, the rates, the
-// resolved settings as flags), so that they need neither slurmrestd nor
-// this host's configuration.
-func (f *whatifFlags) submitSweep(raw []byte, h *history.History, client *rest.Client, ctx context.Context, stdout io.Writer) error {
-	cluster, err := f.clusterOf(ctx, client, h)
-	if err != nil {
-		return err
+// resolved settings as flags, the report's notes), so that they need
+// neither slurmrestd nor this host's configuration; the workload was
+// built here already, so a history or table the jobs could not use fails
+// here. Each sweep has its own id and parts folder: a task of an earlier
+// sweep in the same --dir cannot pass for one of this sweep.
+func (f *whatifFlags) submitSweep(ctx context.Context, raw []byte, cluster whatif.Cluster, stdout io.Writer) error {
+	var nonce [6]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return fmt.Errorf("sweep id: %w", err)
 	}
-	for _, sub := range []string{"parts", "logs"} {
+	sweep := time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(nonce[:])
+	parts := "parts-" + sweep
+	for _, sub := range []string{parts, "logs"} {
 		if err := os.MkdirAll(filepath.Join(f.dir, sub), 0o755); err != nil {
 			return fmt.Errorf("--dir: %w", err)
 		}
 	}
-	// Parts of an earlier sweep in the same directory must not pass for
-	// this one's.
-	old, _ := filepath.Glob(filepath.Join(f.dir, "parts", "part-*.json"))
-	for _, p := range old {
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("--dir: remove an earlier sweep's part: %w", err)
-		}
+	history := "history-" + sweep + ".json"
+	if err := os.WriteFile(filepath.Join(f.dir, history), raw, 0o644); err != nil {
+		return fmt.Errorf("--dir: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(f.dir, "history.json"), raw, 0o644); err != nil {
+	notes, err := json.Marshal(f.notes)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(f.dir, "notes-"+sweep+".json"), notes, 0o644)
+	}
+	if err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
 	jobDir := f.jobDir
@@ -58,8 +64,8 @@ func (f *whatifFlags) submitSweep(raw []byte, h *history.History, client *rest.C
 		}
 	}
 	sc := f.set.Sim
-	args := []string{"whatif", "--quiet", "--config", "none",
-		"--sacct", in("history.json"),
+	args := []string{"whatif", "--quiet", "--config", "none", "--sweep-id", sweep,
+		"--sacct", in(history),
 		"--partitions", strings.Join(f.partitions, ","),
 		"--cluster", typeCounts(cluster.GPUs), "--gpus-per-node", typeCounts(cluster.PerServer),
 		"--typed", string(f.typed), "--entities", f.entities,
@@ -78,20 +84,20 @@ func (f *whatifFlags) submitSweep(raw []byte, h *history.History, client *rest.C
 	if f.noReference {
 		args = append(args, "--no-reference")
 	} else if f.throughputsFile != "" {
-		if err := copyInto(f.throughputsFile, filepath.Join(f.dir, "throughputs.json")); err != nil {
+		if err := copyInto(f.throughputsFile, filepath.Join(f.dir, "throughputs-"+sweep+".json")); err != nil {
 			return fmt.Errorf("--throughputs: %w", err)
 		}
-		args = append(args, "--throughputs", in("throughputs.json"))
+		args = append(args, "--throughputs", in("throughputs-"+sweep+".json"))
 	}
 	if len(f.nodeTypes) > 0 {
 		raw, err := json.Marshal(f.nodeTypes)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(f.dir, "node-types.json"), raw, 0o644)
+			err = os.WriteFile(filepath.Join(f.dir, "node-types-"+sweep+".json"), raw, 0o644)
 		}
 		if err != nil {
 			return fmt.Errorf("--dir: %w", err)
 		}
-		args = append(args, "--node-types", in("node-types.json"))
+		args = append(args, "--node-types", in("node-types-"+sweep+".json"))
 	}
 	if f.measured != "" {
 		st, err := os.ReadFile(f.measured)
@@ -100,20 +106,20 @@ func (f *whatifFlags) submitSweep(raw []byte, h *history.History, client *rest.C
 				return fmt.Errorf("--measured: %w", err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(f.dir, "measured.json"), st, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(f.dir, "measured-"+sweep+".json"), st, 0o644); err != nil {
 			return fmt.Errorf("--dir: %w", err)
 		}
-		args = append(args, "--measured", in("measured.json"))
+		args = append(args, "--measured", in("measured-"+sweep+".json"))
 	}
 	tasks := len(f.set.Tasks())
 	replay := shellLine(append([]string{binary}, args...)) +
-		` --part "$SLURM_ARRAY_TASK_ID" --part-out ` + shellQuote(in("parts")) + `/part-"$SLURM_ARRAY_TASK_ID".json`
+		` --part "$SLURM_ARRAY_TASK_ID" --part-out ` + shellQuote(in(parts)) + `/part-"$SLURM_ARRAY_TASK_ID".json`
 	arrayID, err := f.sbatchJob(ctx, []string{"--array", fmt.Sprintf("0-%d", tasks-1), "--job-name", "gavel-whatif",
 		"--output", in("logs/replay-%A_%a.out")}, replay)
 	if err != nil {
 		return fmt.Errorf("submit the replays: %w", err)
 	}
-	gather := shellLine(append([]string{binary}, append(args, "--gather", in("parts"),
+	gather := shellLine(append([]string{binary}, append(args, "--gather", in(parts), "--notes", in("notes-"+sweep+".json"),
 		"--html", in("report.html"), "--json-out", in("report.json"), "--text-out", in("report.txt"))...))
 	// afterany: a replay that failed is reported as failed rather than
 	// leaving the report waiting for ever.
@@ -122,7 +128,7 @@ func (f *whatifFlags) submitSweep(raw []byte, h *history.History, client *rest.C
 	if err != nil {
 		return fmt.Errorf("submit the report job (the replays, array job %s, are queued; scancel it): %w", arrayID, err)
 	}
-	fmt.Fprintf(stdout, "submitted %d replays as array job %s and the report as job %s on partition %s\n", tasks, arrayID, gatherID, f.partition)
+	fmt.Fprintf(stdout, "submitted %d replays (sweep %s) as array job %s and the report as job %s on partition %s\n", tasks, sweep, arrayID, gatherID, f.partition)
 	fmt.Fprintf(stdout, "the report will be in %s (report.txt, report.json, report.html)\n", f.dir)
 	return nil
 }

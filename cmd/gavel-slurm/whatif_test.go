@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,10 +56,19 @@ func TestPeakUseCountsGPUsHeldAtOnce(t *testing.T) {
 		{GPUType: "v100", GPUs: 1, Start: at(5), End: at(20)},
 		{GPUType: "v100", GPUs: 4, Start: at(20), End: at(30)}, // starts as the 1-GPU job ends
 		{GPUType: "k80", GPUs: 1, Start: at(0), End: at(30)},
+		{GPUType: "k80,v100", GPUs: 2, Start: at(0), End: at(30)}, // two types: left out, as the replay leaves it
+		{Nodes: "p100-[1-2]", GPUs: 2, Start: at(0), End: at(30)}, // typed by its nodes
+		{Nodes: "unknown-1", GPUs: 2, Start: at(0), End: at(30)},  // no type at all
 	}}
-	cl := peakUse(h)
-	if cl.GPUs["v100"] != 4 || cl.GPUs["k80"] != 1 || len(cl.GPUs) != 2 {
-		t.Errorf("peak use %v, want v100=4 k80=1", cl.GPUs)
+	cl := peakUse(h, map[string]string{"p100-1": "p100", "p100-2": "p100"}, map[string]int{"v100": 4, "k80": 2})
+	if cl.GPUs["v100"] != 4 || cl.GPUs["k80"] != 2 || cl.GPUs["p100"] != 2 || len(cl.GPUs) != 3 {
+		t.Errorf("peak use %v, want v100=4, k80=2 (1, in whole nodes of 2), p100=2", cl.GPUs)
+	}
+	if cl.PerServer["v100"] != 4 || cl.PerServer["k80"] != 2 {
+		t.Errorf("GPUs per node %v", cl.PerServer)
+	}
+	if err := cl.Validate(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -141,7 +151,7 @@ echo "$((700 + n));cluster"
 	if rc := runWhatif(args, &out, &errOut); rc != 0 {
 		t.Fatalf("exit %d: %s", rc, errOut.String())
 	}
-	if !strings.Contains(out.String(), "submitted 6 replays as array job 700 and the report as job 701 on partition batch") {
+	if !regexp.MustCompile(`submitted 6 replays \(sweep \S+\) as array job 700 and the report as job 701 on partition batch`).MatchString(out.String()) {
 		t.Errorf("output: %s", out.String())
 	}
 	readArgs := func(n int) []string {
@@ -192,15 +202,42 @@ echo "$((700 + n));cluster"
 	if r.Jobs == 0 || len(r.Runs) != 4 || len(r.Failed) != 0 {
 		t.Errorf("report: %d jobs, %d runs, failed %v", r.Jobs, len(r.Runs), r.Failed)
 	}
-	for _, f := range []string{"report.txt", "report.html", "history.json"} {
+	for _, f := range []string{"report.txt", "report.html"} {
 		if st, err := os.Stat(filepath.Join(sweep, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
+	if h, _ := filepath.Glob(filepath.Join(sweep, "history-*.json")); len(h) != 1 {
+		t.Errorf("histories of the sweep: %v", h)
+	}
 
 	// A part that went missing (a task that failed) is the report's
-	// failure of that replay, not the report's end.
-	if err := os.Remove(filepath.Join(sweep, "parts", "part-3.json")); err != nil {
+	// failure of that replay, not the report's end; a part of another
+	// sweep is refused; the baseline, when its part is missing, is
+	// replayed by the report job itself.
+	parts, _ := filepath.Glob(filepath.Join(sweep, "parts-*"))
+	if len(parts) != 1 {
+		t.Fatalf("parts folders %v", parts)
+	}
+	if err := os.Remove(filepath.Join(parts[0], "part-3.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(parts[0], "part-0.json")); err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.ReadFile(filepath.Join(parts[0], "part-4.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p4 partFile
+	if err := json.Unmarshal(other, &p4); err != nil {
+		t.Fatal(err)
+	}
+	p4.Sweep = "an-earlier-sweep"
+	if other, err = json.Marshal(p4); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(parts[0], "part-4.json"), other, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command("sh", "-c", flagValue(report, "--wrap")).CombinedOutput(); err != nil {
@@ -211,7 +248,7 @@ echo "$((700 + n));cluster"
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Runs) != 3 || len(r.Failed) != 1 {
-		t.Errorf("with part 3 missing: %d runs, failed %v", len(r.Runs), r.Failed)
+	if len(r.Runs) != 2 || len(r.Failed) != 2 || !strings.Contains(r.Failed["fifo seed 0"], "an-earlier-sweep") {
+		t.Errorf("with parts 0 and 3 missing and 4 of another sweep: %d runs, failed %v", len(r.Runs), r.Failed)
 	}
 }

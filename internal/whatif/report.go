@@ -35,7 +35,8 @@ type Figures struct {
 	Accounts []Account    `json:"accounts"`
 }
 
-// Account sums up one account's jobs in a schedule.
+// Account sums up one entity's jobs in a schedule: the account's, unless
+// the what-if counts users (--entities user) or a tag names an entity.
 type Account struct {
 	Name    string  `json:"name"`
 	Jobs    int     `json:"jobs"`
@@ -295,10 +296,10 @@ func figures(w *Workload, s *Schedule, isolated *Schedule) Figures {
 	total := 0.0
 	for i := range w.Jobs {
 		j := &w.Jobs[i]
-		a := accounts[j.Account]
+		a := accounts[j.Entity]
 		if a == nil {
 			a = &acc{}
-			accounts[j.Account] = a
+			accounts[j.Entity] = a
 		}
 		for _, v := range s.GPUSeconds[i] {
 			a.gpuSeconds += v

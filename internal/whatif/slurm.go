@@ -118,6 +118,9 @@ func (s *slurmSim) run() error {
 			t = math.Min(t, r.end)
 		}
 		if math.IsInf(t, 1) {
+			if len(s.pending) == 0 {
+				return fmt.Errorf("a running job never ends (no rate on its type)")
+			}
 			return fmt.Errorf("%d jobs wait and nothing runs or arrives: job %s fits no node", len(s.pending), s.w.Jobs[s.pending[0]].ID)
 		}
 		s.advance(t)
@@ -291,8 +294,11 @@ func (s *slurmSim) profiles() map[string]*profile {
 		}
 		sort.Slice(ends, func(a, b int) bool { return ends[a].limit < ends[b].limit })
 		for _, r := range ends {
-			// A job past its limit in the plan ends "now" for planning.
-			at := math.Max(r.limit, s.now)
+			// A job past its limit is planned to end a second from now
+			// (Slurm is about to kill it), never now: its GPUs are still
+			// taken, and a job ahead that waits for them must keep its
+			// reservation.
+			at := math.Max(r.limit, s.now+1)
 			free += s.w.Jobs[r.job].GPUs
 			if at == p.at[len(p.at)-1] {
 				p.free[len(p.free)-1] = free

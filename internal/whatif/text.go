@@ -122,7 +122,7 @@ func (r *Report) WriteText(out io.Writer) error {
 			return err
 		}
 	}
-	b.WriteString("\nshare of GPU time per account:\n")
+	b.WriteString("\nshare of GPU time per account (the entity: the account unless --entities user or a tag's entity=):\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	accounts := accountNames(r)
 	fmt.Fprintf(tw, "schedule\t%s\t\n", strings.Join(accounts, "\t"))

@@ -329,11 +329,103 @@ func TestTypeOfNodesReadsSlurmHostLists(t *testing.T) {
 		"v100-[1-3]":       "", // v100-3 unknown
 		"":                 "",
 	} {
-		if got := typeOfNodes(list, types); got != want {
+		if got := TypeOfNodes(list, types); got != want {
 			t.Errorf("%q: %q, want %q", list, got, want)
 		}
 	}
 	if got := expandHostlist("a[1-2,5],b,c[09-10]x"); strings.Join(got, " ") != "a1 a2 a5 b c09x c10x" {
 		t.Errorf("expanded %v", got)
+	}
+}
+
+// A job past its time limit still holds its GPUs: the job ahead that waits
+// for them keeps its reservation, and a long job behind it does not take
+// its place (it was planned as free "now" and starved the job ahead).
+func TestSlurmReplayKeepsTheReservationBehindAJobPastItsLimit(t *testing.T) {
+	x := hjob(1, "a", "v100", 1, 0, 0, 630) // ran past its 600 s limit (TIMEOUT)
+	x.Priority, x.TimeLimit = 100, 600*time.Second
+	h := hjob(2, "a", "v100", 2, 1, 630, 730)
+	h.Priority, h.TimeLimit = 50, 600*time.Second
+	l := hjob(3, "a", "v100", 1, 2, 730, 5730)
+	l.Priority, l.TimeLimit = 10, 60000*time.Second
+	m := hjob(4, "a", "v100", 1, 610, 5730, 5740)
+	m.Priority, m.TimeLimit = 1, 600*time.Second
+	w := workloadOf(t, 2, 2, x, h, l, m)
+	s, err := ReplaySlurm(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := map[string]float64{}
+	for i, j := range w.Jobs {
+		starts[j.ID] = s.Start[i]
+	}
+	if starts["2"] != 630 {
+		t.Errorf("the 2-GPU job started at %v, want 630 when the job past its limit ends (starts %v)", starts["2"], starts)
+	}
+	if starts["3"] < 630 {
+		t.Errorf("the long job behind it started at %v, before it", starts["3"])
+	}
+}
+
+func TestBuildLeavesOutAJobThatCannotRunOnTheTypeItAskedFor(t *testing.T) {
+	cluster := Cluster{GPUs: map[string]int{"v100": 4, "a100": 2}}
+	measured := func(string, int) map[string]float64 { return map[string]float64{"v100": 2, "a100": 0} }
+	noRate := hjob(1, "a", "v100", 1, 0, 0, 10)
+	noRate.RequestedType, noRate.Comment = "a100", "gavel: model=m"
+	tooBig := hjob(2, "a", "v100", 4, 0, 0, 10)
+	tooBig.RequestedType = "a100"
+	ok := hjob(3, "a", "v100", 1, 0, 0, 10)
+	w, err := Build(&history.History{Jobs: []history.Job{noRate, tooBig, ok}}, cluster, Sources{Measured: measured}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Jobs) != 1 || w.Jobs[0].ID != "3" {
+		t.Fatalf("kept %v", w.Jobs)
+	}
+	for _, s := range w.Skipped {
+		if s.Reason != ReasonRequestedType {
+			t.Errorf("job %s left out for %q", s.ID, s.Reason)
+		}
+	}
+	// Counted only for the job kept.
+	if w.Pinned != 0 || w.Tagged != 0 || w.Sources[SourceEqual] != 1 || len(w.Sources) != 1 {
+		t.Errorf("pinned %d tagged %d sources %v", w.Pinned, w.Tagged, w.Sources)
+	}
+	if _, err := ReplaySlurm(w); err != nil {
+		t.Error(err)
+	}
+}
+
+// The share is counted per entity: the account, the user with
+// Entities "user", or the tag's entity=.
+func TestSharesArePerEntity(t *testing.T) {
+	cluster := Cluster{GPUs: map[string]int{"v100": 2}}
+	a := hjob(1, "physics", "v100", 1, 0, 0, 100)
+	b := hjob(2, "physics", "v100", 1, 0, 0, 300)
+	b.Comment = "gavel: entity=teamx"
+	for _, tc := range []struct {
+		entities string
+		want     map[string]float64
+	}{
+		{"account", map[string]float64{"physics": 0.25, "teamx": 0.75}},
+		{"user", map[string]float64{"physics-user": 0.25, "teamx": 0.75}},
+	} {
+		w, err := Build(&history.History{Jobs: []history.Job{a, b}}, cluster, Sources{}, Options{Entities: tc.entities})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := Assemble(w, w.Real(), nil, nil)
+		got := map[string]float64{}
+		for _, acc := range r.Real.Accounts {
+			got[acc.Name] = acc.Share
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: shares %v, want %v", tc.entities, got, tc.want)
+		}
+		for k, v := range tc.want {
+			if !near(got[k], v) {
+				t.Errorf("%s: shares %v, want %v", tc.entities, got, tc.want)
+			}
+		}
 	}
 }

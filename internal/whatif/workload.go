@@ -135,6 +135,8 @@ type Job struct {
 	Rates  map[string]float64
 	Steps  float64
 	Source string
+	// Preempt is the tag's preemption mode (unset without one).
+	Preempt bridge.PreemptMode
 	// RealStart and RealEnd are what happened, in seconds from the start
 	// of the window.
 	RealStart, RealEnd float64
@@ -174,6 +176,10 @@ const (
 	ReasonTypeNotHere = "GPU type not in the cluster"
 	ReasonTooBig      = "more GPUs than the cluster has"
 	ReasonNoRuntime   = "ran for no time"
+	// ReasonRequestedType is a job that asked for a type other than the
+	// one it ran on and cannot run on it here: too few GPUs of it, or no
+	// rate there.
+	ReasonRequestedType = "cannot run on the type it asked for"
 )
 
 // Options are Build's choices.
@@ -247,7 +253,7 @@ func minTime(a, b time.Time) time.Time {
 func (w *Workload) job(hj history.Job, src Sources, opt Options, at func(time.Time) float64) (Job, string) {
 	ran := hj.GPUType
 	if ran == "" {
-		ran = typeOfNodes(hj.Nodes, opt.NodeTypes)
+		ran = TypeOfNodes(hj.Nodes, opt.NodeTypes)
 	}
 	if ran == "" {
 		if len(w.Types) != 1 {
@@ -281,9 +287,10 @@ func (w *Workload) job(hj history.Job, src Sources, opt Options, at func(time.Ti
 	if opt.Entities == "user" {
 		j.Entity = j.User
 	}
-	if tag, err := bridge.ParseTag(hj.Comment); err == nil {
-		w.Tagged++
+	tag, tagErr := bridge.ParseTag(hj.Comment)
+	if tagErr == nil {
 		j.Model = tag.Model
+		j.Preempt = tag.Preempt
 		if tag.Weight > 0 {
 			j.Weight = tag.Weight
 		}
@@ -297,11 +304,9 @@ func (w *Workload) job(hj history.Job, src Sources, opt Options, at func(time.Ti
 	if opt.Typed == TypedPinned && hj.RequestedType != "" {
 		if _, ok := w.Cluster.GPUs[hj.RequestedType]; ok {
 			j.Pinned = hj.RequestedType
-			w.Pinned++
 		}
 	}
 	speed, source := w.speeds(j, src)
-	w.Sources[source]++
 	j.Source = source
 	// The work is what the job did: its run time at its rate on the type
 	// it ran on. Rates from a measured source keep their units (steps/s),
@@ -322,6 +327,17 @@ func (w *Workload) job(hj history.Job, src Sources, opt Options, at func(time.Ti
 		}
 	}
 	j.Steps = runtime * speed[ran] * scale
+	if j.Pinned != "" && !(j.Rates[j.Pinned] > 0) {
+		return Job{}, ReasonRequestedType
+	}
+	// Counted once the job is kept.
+	w.Sources[source]++
+	if tagErr == nil {
+		w.Tagged++
+	}
+	if j.Pinned != "" {
+		w.Pinned++
+	}
 	return j, ""
 }
 
@@ -376,9 +392,9 @@ func resolveModel(t *throughputs.Table, model string, gpus int) (string, bool) {
 	return m, ok && t.Has(m, gpus)
 }
 
-// typeOfNodes is the one GPU type of the nodes of a Slurm host list
+// TypeOfNodes is the one GPU type of the nodes of a Slurm host list
 // ("gpu-[1-3,7],v100-2"); "" when a node is unknown or they differ.
-func typeOfNodes(list string, types map[string]string) string {
+func TypeOfNodes(list string, types map[string]string) string {
 	if list == "" || len(types) == 0 {
 		return ""
 	}
