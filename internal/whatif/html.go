@@ -85,7 +85,9 @@ func (r *Report) page() (htmlpage.Page, error) {
 		all.Rows = append(all.Rows, []string{f.Name, fmt.Sprint(f.Jobs), Hours(f.AvgJCT), Hours(f.P95JCT), Hours(f.AvgWait), Hours(f.P95Wait), ftfMean, ftfP95, vs})
 	}
 	pol.Tables = append(pol.Tables, all)
-	cdf := plot.Chart{Title: "Job completion time", XLabel: "JCT (hours)", YLabel: "fraction of jobs"}
+	// JCTs span orders of magnitude on most sites: a log axis keeps the
+	// short jobs, most of them, apart.
+	cdf := plot.Chart{Title: "Job completion time", XLabel: "JCT (hours, log scale)", YLabel: "fraction of jobs", LogX: true}
 	for _, name := range r.shown() {
 		jcts := r.JCTs(name)
 		s := plot.Series{Name: name, Steps: true}

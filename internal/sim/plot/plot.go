@@ -53,6 +53,10 @@ type Chart struct {
 	// Subtitle, when set, is a smaller line under the title (the setup).
 	Subtitle string
 	Series   []Series
+	// LogX draws the x axis on a log scale (distributions with long
+	// tails, such as job completion times); points with x <= 0 are left
+	// out of such a chart.
+	LogX bool
 }
 
 // BarChart describes a grouped bar chart: one bar per series in each
@@ -150,7 +154,7 @@ func (c Chart) SVG() ([]byte, error) {
 			return nil
 		}
 		for k := range s.X {
-			if k >= len(s.Y) || !finite(s.X[k]) || !finite(s.Y[k]) {
+			if k >= len(s.Y) || !finite(s.X[k]) || !finite(s.Y[k]) || c.LogX && s.X[k] <= 0 {
 				if err := flush(); err != nil {
 					return nil, err
 				}
@@ -201,6 +205,10 @@ func (c Chart) SVG() ([]byte, error) {
 	// Lines of positive values start from zero, so that their heights
 	// compare as ratios.
 	p.Y.Min = math.Min(p.Y.Min, 0)
+	if c.LogX {
+		p.X.Scale = gplot.LogScale{}
+		p.X.Tick.Marker = gplot.LogTicks{Prec: -1}
+	}
 	return render(p, c.Title, c.Subtitle, st)
 }
 

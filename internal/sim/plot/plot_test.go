@@ -153,6 +153,16 @@ func TestLineChart(t *testing.T) {
 			absent: []string{"saturated"},
 		},
 		{
+			// Decades as ticks; a point at x <= 0 has no place on a log
+			// axis and is left out.
+			name: "log x axis",
+			chart: Chart{Title: "cdf", LogX: true, Series: []Series{
+				{Name: "a", X: []float64{0, 0.5, 3, 40, 700}, Y: []float64{0, 0.25, 0.5, 0.75, 1}, Steps: true},
+			}},
+			series: 1, points: 4,
+			texts: []string{"1", "10", "100"},
+		},
+		{
 			name: "x without y and infinite values are skipped",
 			chart: Chart{Title: "t", Series: []Series{
 				{Name: "a", X: []float64{1, 2, 3, 4}, Y: []float64{1, math.Inf(1), 3}},
