@@ -82,7 +82,7 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 	fs := flag.NewFlagSet("whatif", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", defaultConfigPath, "configuration file (TOML), the daemon's: slurmrestd, partitions and the scheduler settings replayed")
-	sacct := fs.String("sacct", "", "read the history from this file (`sacct --json` output, or a reply of slurmrestd's /slurmdb/.../jobs) instead of slurmrestd")
+	sacct := fs.String("sacct", "", "read the history from this file (the output of sacct --json, or a reply of slurmrestd's /slurmdb/.../jobs) instead of slurmrestd")
 	from := fs.String("from", "-7d", "start of the window of finished jobs read from slurmrestd: RFC 3339 time, or -Nd / -Nh before now")
 	to := fs.String("to", "", "end of the window (default: now)")
 	saveHistory := fs.String("save-history", "", "write the history read from slurmrestd to FILE (for --sacct later)")
@@ -92,16 +92,16 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 	speed := fs.String("speed", "", "speed ratio of each type TYPE=R,... for jobs no measurement or table covers (e.g. v100=1,a100=2.2)")
 	tput := fs.String("throughputs", "", "throughput table matched against the tags' model= (default: the embedded reference table)")
 	noRef := fs.Bool("no-reference", false, "use no throughput table")
-	measured := fs.String("measured", "", "the daemon's measured rates: a file of `gavel-slurm status --json`, or the daemon's address (host:port, unix:/path)")
+	measured := fs.String("measured", "", "the daemon's measured rates: a file written by gavel-slurm status --json, or the daemon's address (host:port, unix:/path)")
 	typed := fs.String("typed", string(whatif.TypedPinned), "jobs that asked for a GPU type: pinned (kept on it, as the daemon does) or free (the policy chooses)")
 	entities := fs.String("entities", "account", "whose share the report counts when a tag names no entity: account or user")
 	policies := fs.String("policies", "", "policies replayed, comma-separated (default: scheduler.policy)")
 	seeds := fs.String("seeds", "0", "seeds of every policy, comma-separated")
 	round := fs.Duration("round", 0, "round length (default: scheduler.round)")
 	mechanism := fs.String("mechanism", "", "round mechanism (default: scheduler.mechanism)")
-	reset := fs.Duration("min-reset-interval", -1, "least time between allocation recomputations (default: scheduler.min_reset_interval)")
-	overhead := fs.Duration("restart-overhead", -1, "time a job loses at each restart (default: scheduler.default_restart_cost)")
-	minRun := fs.Duration("min-run-time", -1, "least run after a start before a preemption (default: the scheduler's)")
+	reset := fs.Duration("min-reset-interval", 0, "least time between allocation recomputations (default: scheduler.min_reset_interval)")
+	overhead := fs.Duration("restart-overhead", 0, "time a job loses at each restart (default: scheduler.default_restart_cost)")
+	minRun := fs.Duration("min-run-time", 0, "least run after a start before a preemption (default: the scheduler's)")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "replays run at once")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	htmlOut := fs.String("html", "", "also write the report as one self-contained HTML page with charts to FILE")
@@ -216,10 +216,17 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 	}
 	f.set.Workers = max(1, *parallel)
 	sc := &f.set.Sim
-	sc.RoundSeconds = pick(*round, 0, cfg.Scheduler.Round).Seconds()
-	sc.MinResetInterval = pick(*reset, -1, cfg.Scheduler.MinResetInterval).Seconds()
-	sc.PreemptionOverhead = pick(*overhead, -1, cfg.Scheduler.DefaultRestartCost).Seconds()
-	sc.MinRunTime = pick(*minRun, -1, cfg.Scheduler.EffectiveMinRunTime()).Seconds()
+	// A flag given wins over the configuration, 0 included.
+	pick := func(name string, v, c time.Duration) time.Duration {
+		if given[name] {
+			return v
+		}
+		return c
+	}
+	sc.RoundSeconds = pick("round", *round, cfg.Scheduler.Round).Seconds()
+	sc.MinResetInterval = pick("min-reset-interval", *reset, cfg.Scheduler.MinResetInterval).Seconds()
+	sc.PreemptionOverhead = pick("restart-overhead", *overhead, cfg.Scheduler.DefaultRestartCost).Seconds()
+	sc.MinRunTime = pick("min-run-time", *minRun, cfg.Scheduler.EffectiveMinRunTime()).Seconds()
 	mech := cfg.Scheduler.Mechanism
 	if *mechanism != "" {
 		mech = *mechanism
@@ -228,6 +235,8 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 		return nil, fmt.Errorf("--mechanism: %w", err)
 	}
 	switch {
+	case sc.MinResetInterval < 0 || sc.PreemptionOverhead < 0 || sc.MinRunTime < 0:
+		return nil, errors.New("--min-reset-interval, --restart-overhead and --min-run-time must not be negative")
 	case sc.RoundSeconds <= 0:
 		return nil, fmt.Errorf("--round %v: must be positive", *round)
 	case sc.PreemptionOverhead >= sc.RoundSeconds:
@@ -246,14 +255,6 @@ func parseWhatifFlags(args []string, stderr io.Writer) (*whatifFlags, error) {
 		}
 	}
 	return f, nil
-}
-
-// pick is flag v unless it is unset, then the configuration's c.
-func pick(v, unset, c time.Duration) time.Duration {
-	if v == unset {
-		return c
-	}
-	return v
 }
 
 // parseWhen reads an RFC 3339 time (or a date), or -Nd / -Nh / -Nm
