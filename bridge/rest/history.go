@@ -32,9 +32,13 @@ import (
 // and make most of the reply's size. A requeued job is then one record, its
 // last run, as sacct shows it.
 //
-// The call is bounded by Config.ReadTimeout: the reply grows with the
-// jobs of the window. A reply other than 200, or with errors[], is an
-// error (*ReplyError).
+// A window longer than HistoryPage is read a page at a time, each request
+// bounded by Config.ReadTimeout, so that a month of a large site's jobs is
+// many replies slurmdbd and slurmrestd can each make in time rather than
+// one that times out; the pages are joined into one reply of the same
+// schema, a job listed by two pages (it ran across their edge) once. A
+// window of one page comes back as slurmrestd wrote it. A reply other than
+// 200, or with errors[], is an error (*ReplyError).
 func (c *Client) JobHistory(ctx context.Context, from, to time.Time) ([]byte, error) {
 	if from.IsZero() || to.IsZero() || to.Before(from) {
 		return nil, fmt.Errorf("job history: the window %s to %s is not a time range", stamp(from), stamp(to))
@@ -43,9 +47,38 @@ func (c *Client) JobHistory(ctx context.Context, from, to time.Time) ([]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("job history: %w", err)
 	}
+	var pages [][]byte
+	for start := from; ; start = start.Add(HistoryPage) {
+		end := start.Add(HistoryPage)
+		if !end.Before(to) {
+			end = to
+		}
+		body, err := c.historyPage(ctx, a.version(), start, end)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, body)
+		if !end.Before(to) {
+			break
+		}
+	}
+	if len(pages) == 1 {
+		return pages[0], nil
+	}
+	body, err := joinHistoryPages(pages)
+	if err != nil {
+		return nil, fmt.Errorf("job history %s to %s: %w", stamp(from), stamp(to), err)
+	}
+	return body, nil
+}
+
+// HistoryPage is the longest window JobHistory asks slurmrestd for at once.
+const HistoryPage = 24 * time.Hour
+
+func (c *Client) historyPage(ctx context.Context, version string, from, to time.Time) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadTimeout)
 	defer cancel()
-	body, err := c.getSlurmdbJobs(ctx, a.version(), from, to)
+	body, err := c.getSlurmdbJobs(ctx, version, from, to)
 	if err != nil {
 		if endpointsMissing(err) {
 			err = fmt.Errorf("%s: %w", noSlurmdbEndpoints, err)
@@ -53,6 +86,45 @@ func (c *Client) JobHistory(ctx context.Context, from, to time.Time) ([]byte, er
 		return nil, fmt.Errorf("job history %s to %s: %w", stamp(from), stamp(to), err)
 	}
 	return body, nil
+}
+
+// joinHistoryPages makes one reply of the pages: the first page's fields,
+// every page's jobs in order, a record two pages list byte for byte alike
+// once, and every page's warnings.
+func joinHistoryPages(pages [][]byte) ([]byte, error) {
+	var joined map[string]json.RawMessage
+	if err := json.Unmarshal(pages[0], &joined); err != nil {
+		return nil, fmt.Errorf("page 1: %w", err)
+	}
+	var jobs, warnings []json.RawMessage
+	seen := map[string]bool{}
+	for k, page := range pages {
+		var reply struct {
+			Jobs     []json.RawMessage `json:"jobs"`
+			Warnings []json.RawMessage `json:"warnings"`
+		}
+		if err := json.Unmarshal(page, &reply); err != nil {
+			return nil, fmt.Errorf("page %d: %w", k+1, err)
+		}
+		for _, j := range reply.Jobs {
+			if key := string(j); !seen[key] {
+				seen[key] = true
+				jobs = append(jobs, j)
+			}
+		}
+		warnings = append(warnings, reply.Warnings...)
+	}
+	var err error
+	if joined["jobs"], err = json.Marshal(jobs); err != nil {
+		return nil, err
+	}
+	if warnings == nil {
+		warnings = []json.RawMessage{}
+	}
+	if joined["warnings"], err = json.Marshal(warnings); err != nil {
+		return nil, err
+	}
+	return json.Marshal(joined)
 }
 
 // getSlurmdbJobs sends the request: the generated clients decode the

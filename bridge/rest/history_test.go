@@ -3,10 +3,14 @@ package rest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +133,73 @@ func TestJobHistoryFailures(t *testing.T) {
 				t.Errorf("body %q with the error", body)
 			}
 		})
+	}
+}
+
+// A window of three days is asked a day at a time, and the pages come
+// back as one reply: a job listed by two pages (it ran across midnight)
+// once, the others in order, every page's warnings kept.
+func TestJobHistoryReadsALongWindowADayAtATime(t *testing.T) {
+	version := SupportedVersions()[len(SupportedVersions())-1]
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	to := from.Add(2*HistoryPage + time.Hour)
+	job := func(id int) string { return fmt.Sprintf(`{"job_id":%d,"name":"j%d"}`, id, id) }
+	pages := map[int64]string{
+		from.Unix():                      `{"meta":{"plugin":"first"},"jobs":[` + job(1) + `,` + job(2) + `],"warnings":[{"description":"w1"}],"errors":[]}`,
+		from.Add(HistoryPage).Unix():     `{"meta":{"plugin":"second"},"jobs":[` + job(2) + `,` + job(3) + `],"warnings":[],"errors":[]}`,
+		from.Add(2 * HistoryPage).Unix(): `{"jobs":[` + job(4) + `],"warnings":[{"description":"w3"}],"errors":[]}`,
+	}
+	var windows [][2]int64
+	f := &fakeRestd{t: t, handler: func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.URL.Path {
+		case "/slurm/" + version + "/ping":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"pings":[]}`))
+		case "/slurmdb/" + version + "/jobs":
+			start, _ := strconv.ParseInt(r.URL.Query().Get("start_time"), 10, 64)
+			end, _ := strconv.ParseInt(r.URL.Query().Get("end_time"), 10, 64)
+			windows = append(windows, [2]int64{start, end})
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(pages[start]))
+		default:
+			return false
+		}
+		return true
+	}}
+	c, _ := newTestClient(t, f, func(cfg *Config) { cfg.Versions = []string{version} })
+	got, err := c.JobHistory(context.Background(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int64{
+		{from.Unix(), from.Add(HistoryPage).Unix()},
+		{from.Add(HistoryPage).Unix(), from.Add(2 * HistoryPage).Unix()},
+		{from.Add(2 * HistoryPage).Unix(), to.Unix()},
+	}
+	if !slices.Equal(windows, want) {
+		t.Errorf("windows asked %v, want %v", windows, want)
+	}
+	var reply struct {
+		Meta struct{ Plugin string }
+		Jobs []struct {
+			JobID int `json:"job_id"`
+		}
+		Warnings []struct{ Description string }
+	}
+	if err := json.Unmarshal(got, &reply); err != nil {
+		t.Fatalf("joined reply: %v: %s", err, got)
+	}
+	var ids []int
+	for _, j := range reply.Jobs {
+		ids = append(ids, j.JobID)
+	}
+	if !slices.Equal(ids, []int{1, 2, 3, 4}) || reply.Meta.Plugin != "first" || len(reply.Warnings) != 2 {
+		t.Errorf("joined: jobs %v, meta %q, warnings %v", ids, reply.Meta.Plugin, reply.Warnings)
+	}
+
+	// A page that fails fails the read, naming its window.
+	pages[from.Add(HistoryPage).Unix()] = `{"jobs":[],"errors":[{"error":"Rejecting request","error_number":9000}]}`
+	if _, err := c.JobHistory(context.Background(), from, to); err == nil || !strings.Contains(err.Error(), "2026-11-02T00:00:00Z to 2026-11-03T00:00:00Z") {
+		t.Errorf("a failing page: %v", err)
 	}
 }
