@@ -170,12 +170,12 @@ func (s *simulator) finishResult() {
 		r.Jobs[i] = rec
 	}
 	r.JobsMeasured = len(jcts)
-	r.AvgJCT = mean(jcts)
+	r.AvgJCT = Mean(jcts)
 	r.P50JCT = Percentile(jcts, 50)
 	r.P95JCT = Percentile(jcts, 95)
-	r.FTF = summarize(rhos)
+	r.FTF = Summarize(rhos)
 	if s.learn != nil {
-		e := summarize(s.learn.errors)
+		e := Summarize(s.learn.errors)
 		r.EstimateError = &e
 	}
 	r.Utilization = map[string]float64{}
@@ -224,10 +224,11 @@ func FTFAgainstIsolated(r, isolated *Result) (float64, error) {
 	if len(ratios) == 0 {
 		return 0, fmt.Errorf("finish-time fairness of %s: no measured job finished", r.Policy)
 	}
-	return mean(ratios), nil
+	return Mean(ratios), nil
 }
 
-func mean(xs []float64) float64 {
+// Mean is the average of xs (0 for none).
+func Mean(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -257,7 +258,9 @@ func Percentile(xs []float64, p float64) float64 {
 	return sorted[i] + frac*(sorted[i+1]-sorted[i])
 }
 
-func summarize(xs []float64) Summary {
+// Summarize describes the distribution of xs (the zero Summary for
+// none).
+func Summarize(xs []float64) Summary {
 	if len(xs) == 0 {
 		return Summary{}
 	}
@@ -268,7 +271,7 @@ func summarize(xs []float64) Summary {
 		}
 	}
 	return Summary{
-		Mean:     mean(xs),
+		Mean:     Mean(xs),
 		P50:      Percentile(xs, 50),
 		P95:      Percentile(xs, 95),
 		Max:      slices.Max(xs),

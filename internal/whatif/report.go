@@ -321,10 +321,11 @@ func figures(w *Workload, s *Schedule, isolated *Schedule) Figures {
 		}
 	}
 	f.Jobs = len(jcts)
-	f.AvgJCT, f.P50JCT, f.P95JCT = mean(jcts), sim.Percentile(jcts, 50), sim.Percentile(jcts, 95)
-	f.AvgWait, f.P95Wait = mean(waits), sim.Percentile(waits, 95)
+	f.AvgJCT, f.P50JCT, f.P95JCT = sim.Mean(jcts), sim.Percentile(jcts, 50), sim.Percentile(jcts, 95)
+	f.AvgWait, f.P95Wait = sim.Mean(waits), sim.Percentile(waits, 95)
 	if len(rhos) > 0 {
-		f.FTF = summarize(rhos)
+		ftf := sim.Summarize(rhos)
+		f.FTF = &ftf
 	}
 	names := slices.Sorted(maps.Keys(accounts))
 	for _, n := range names {
@@ -339,30 +340,6 @@ func figures(w *Workload, s *Schedule, isolated *Schedule) Figures {
 		f.Accounts = append(f.Accounts, out)
 	}
 	return f
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-func summarize(xs []float64) *sim.Summary {
-	s := &sim.Summary{Mean: mean(xs), P50: sim.Percentile(xs, 50), P95: sim.Percentile(xs, 95)}
-	above := 0
-	for _, x := range xs {
-		s.Max = math.Max(s.Max, x)
-		if x > 1 {
-			above++
-		}
-	}
-	s.AboveOne = float64(above) / float64(len(xs))
-	return s
 }
 
 // replayError compares a replay's figures with the real ones.
